@@ -1,0 +1,10 @@
+/* cli.h - the subcommands of `tide`. Each takes its own argv (argv[0] is the
+ * subcommand's name) and returns the process exit status. */
+#ifndef TIDE_CLI_H
+#define TIDE_CLI_H
+
+int tide__cli_run(int argc, char **argv);
+int tide__cli_bench(int argc, char **argv);
+int tide__cli_bench_worker(int argc, char **argv);
+
+#endif

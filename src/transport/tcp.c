@@ -1,0 +1,438 @@
+/* tcp.c - the TCP transport: a full mesh of authenticated connections.
+ *
+ * Every payload travels in frames of at most TIDE_TCP_FRAME bytes, each behind a
+ * header that repeats the collective's description, its sequence number and the
+ * generation. The receiver checks every header, so mismatched collectives and
+ * stale traffic are caught at the first frame, and the framing never depends on
+ * trusting a peer's length: a frame's length must be exactly the one this rank
+ * expects. A rank that finds a mismatch sends an ABORT frame (at a frame
+ * boundary) to every peer before closing, so every rank learns the same reason. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "core/auth.h"
+#include "core/error.h"
+#include "core/net.h"
+#include "core/param.h"
+#include "transport/transport.h"
+
+#define FRAME_MAGIC 0x54444631u /* "TDF1" */
+enum { FRAME_DATA = 1, FRAME_ABORT = 2 };
+
+typedef struct {
+    uint32_t magic;
+    uint8_t type, kind, dtype, op;
+    uint32_t generation;
+    int32_t root;
+    uint64_t seq;
+    uint64_t count;
+    uint32_t len;
+    int32_t code;
+} frame_hdr_t; /* 40 bytes, host byte order: Tide's hosts share an architecture */
+
+typedef struct {
+    int fd;
+    int tx_mid; /* a frame is partly written: an ABORT may not be inserted */
+} conn_t;
+
+typedef struct {
+    tide__transport_t base;
+    conn_t *conn; /* by rank; conn[rank].fd == -1 */
+    size_t frame;
+    unsigned char *stage; /* receive staging for reduce-on-receive, frame bytes */
+    _Atomic int failed;
+    int poll_ms;
+} tcp_transport_t;
+
+static tcp_transport_t *of(tide__transport_t *t)
+{
+    return (tcp_transport_t *)t;
+}
+
+static void set_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void fill_hdr(frame_hdr_t *h, const tcp_transport_t *t, const tide__coll_desc_t *d,
+                     int type, uint32_t len, int code)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = FRAME_MAGIC;
+    h->type = (uint8_t)type;
+    h->generation = t->base.generation;
+    if (d) {
+        h->kind = d->kind;
+        h->dtype = d->dtype;
+        h->op = d->op;
+        h->root = d->root;
+        h->seq = d->seq;
+        h->count = d->count;
+    }
+    h->len = len;
+    h->code = code;
+}
+
+/* Marks the transport failed and closes every connection. When with_frames is
+ * set (the calling thread is the one driving the connections), each peer first
+ * gets an ABORT frame carrying code so it fails with the same reason. */
+static void fail(tcp_transport_t *t, int code, int with_frames)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&t->failed, &expected, code)) return;
+    for (int j = 0; j < t->base.size; j++) {
+        conn_t *c = &t->conn[j];
+        if (c->fd < 0) continue;
+        if (with_frames && !c->tx_mid) {
+            frame_hdr_t h;
+            fill_hdr(&h, t, NULL, FRAME_ABORT, 0, code);
+            ssize_t w = send(c->fd, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)w;
+        }
+        shutdown(c->fd, SHUT_RDWR);
+    }
+}
+
+static void tcp_abort(tide__transport_t *t, int code)
+{
+    fail(of(t), code < 0 ? code : TIDE_EABORTED, 0);
+}
+
+static int tcp_status(tide__transport_t *t)
+{
+    return atomic_load(&of(t)->failed);
+}
+
+static int check_hdr(tcp_transport_t *t, const frame_hdr_t *h, const tide__coll_desc_t *d,
+                     int from, size_t expect_len)
+{
+    if (h->magic != FRAME_MAGIC) {
+        TIDE_ERROR("rank %d sent a malformed frame (magic %08x)", from, h->magic);
+        return TIDE_EPROTO;
+    }
+    if (h->type == FRAME_ABORT) {
+        int code = h->code < 0 && h->code > -1000 ? h->code : TIDE_EABORTED;
+        TIDE_DEBUG("rank %d aborted the group: %s", from, tide_errname(code));
+        return code;
+    }
+    if (h->type != FRAME_DATA) return TIDE_EPROTO;
+    if (h->generation != t->base.generation) {
+        TIDE_ERROR("rank %d sent a frame of generation %u (this is %u)", from, h->generation,
+                   t->base.generation);
+        return TIDE_ESTALE;
+    }
+    if (h->kind != d->kind || h->dtype != d->dtype || h->op != d->op || h->root != d->root ||
+        h->count != d->count || h->seq != d->seq) {
+        TIDE_ERROR("collective #%llu: rank %d called kind=%u count=%llu dtype=%u op=%u root=%d "
+                   "(#%llu), this rank kind=%u count=%llu dtype=%u op=%u root=%d",
+                   (unsigned long long)d->seq, from, h->kind, (unsigned long long)h->count,
+                   h->dtype, h->op, h->root, (unsigned long long)h->seq, d->kind,
+                   (unsigned long long)d->count, d->dtype, d->op, d->root);
+        return TIDE_EMISMATCH;
+    }
+    if (h->len != expect_len) {
+        TIDE_ERROR("rank %d sent a frame of %u bytes, expected %zu", from, h->len, expect_len);
+        return TIDE_EMISMATCH;
+    }
+    return TIDE_OK;
+}
+
+/* The send and receive halves of one sendrecv, advanced by poll readiness. */
+typedef struct {
+    const unsigned char *buf;
+    size_t len, off;  /* payload bytes sent so far */
+    frame_hdr_t hdr;
+    size_t hdr_off;   /* bytes of the current header written */
+    size_t frame_len; /* payload length of the current frame */
+    size_t frame_off;
+    int frames_left;
+} tx_t;
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, off;
+    frame_hdr_t hdr;
+    size_t hdr_off;
+    size_t frame_len, frame_off;
+    int frames_left;
+    tide__recv_fn on_recv;
+    void *ctx;
+    size_t elem, staged, reduced; /* reduce-on-receive bookkeeping within a frame */
+} rx_t;
+
+static size_t nframes(size_t len, size_t frame)
+{
+    return len ? (len + frame - 1) / frame : 1;
+}
+
+static int tx_progress(tcp_transport_t *t, const tide__coll_desc_t *d, conn_t *c, tx_t *x)
+{
+    while (x->frames_left > 0) {
+        if (x->hdr_off == 0 && x->frame_off == 0) {
+            x->frame_len = x->len - x->off < t->frame ? x->len - x->off : t->frame;
+            fill_hdr(&x->hdr, t, d, FRAME_DATA, (uint32_t)x->frame_len, 0);
+        }
+        struct iovec iov[2];
+        int n = 0;
+        if (x->hdr_off < sizeof x->hdr) {
+            iov[n].iov_base = (unsigned char *)&x->hdr + x->hdr_off;
+            iov[n++].iov_len = sizeof x->hdr - x->hdr_off;
+        }
+        if (x->frame_off < x->frame_len) {
+            iov[n].iov_base = (void *)(x->buf + x->off + x->frame_off);
+            iov[n++].iov_len = x->frame_len - x->frame_off;
+        }
+        struct msghdr mh = {0};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        ssize_t w = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return TIDE_OK;
+            if (errno == EINTR) continue;
+            return tide__errno_to_status(errno);
+        }
+        c->tx_mid = 1;
+        size_t ww = (size_t)w;
+        size_t h = sizeof x->hdr - x->hdr_off;
+        if (ww < h) {
+            x->hdr_off += ww;
+            continue;
+        }
+        x->hdr_off = sizeof x->hdr;
+        x->frame_off += ww - h;
+        if (x->frame_off == x->frame_len) {
+            x->off += x->frame_len;
+            x->frames_left--;
+            x->hdr_off = x->frame_off = 0;
+            c->tx_mid = 0;
+        }
+    }
+    return TIDE_OK;
+}
+
+static int rx_progress(tcp_transport_t *t, const tide__coll_desc_t *d, conn_t *c, int from,
+                       rx_t *x)
+{
+    while (x->frames_left > 0) {
+        if (x->hdr_off < sizeof x->hdr) {
+            ssize_t r = recv(c->fd, (unsigned char *)&x->hdr + x->hdr_off,
+                             sizeof x->hdr - x->hdr_off, MSG_DONTWAIT);
+            if (r == 0) return TIDE_EPEERLOST;
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return TIDE_OK;
+                if (errno == EINTR) continue;
+                return tide__errno_to_status(errno);
+            }
+            x->hdr_off += (size_t)r;
+            if (x->hdr_off < sizeof x->hdr) continue;
+            size_t expect = x->len - x->off < t->frame ? x->len - x->off : t->frame;
+            TIDE_CHECK(check_hdr(t, &x->hdr, d, from, expect));
+            x->frame_len = expect;
+            x->frame_off = 0;
+            x->staged = x->reduced = 0;
+        }
+        if (x->frame_off < x->frame_len) {
+            unsigned char *dst = x->on_recv ? t->stage + x->frame_off : x->buf + x->off + x->frame_off;
+            ssize_t r = recv(c->fd, dst, x->frame_len - x->frame_off, MSG_DONTWAIT);
+            if (r == 0) return TIDE_EPEERLOST;
+            if (r < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return TIDE_OK;
+                if (errno == EINTR) continue;
+                return tide__errno_to_status(errno);
+            }
+            x->frame_off += (size_t)r;
+            if (x->on_recv) {
+                /* Reduce what has arrived while it is still in cache, whole
+                 * elements only; the tail waits for the rest of its element. */
+                size_t upto = x->frame_off == x->frame_len ? x->frame_len
+                                                           : x->frame_off / x->elem * x->elem;
+                if (upto > x->reduced) {
+                    x->on_recv(x->ctx, x->off + x->reduced, t->stage + x->reduced,
+                               upto - x->reduced);
+                    x->reduced = upto;
+                }
+            }
+        }
+        if (x->frame_off == x->frame_len) {
+            x->off += x->frame_len;
+            x->frames_left--;
+            x->hdr_off = 0;
+            x->frame_off = x->frame_len = 0;
+        }
+    }
+    return TIDE_OK;
+}
+
+static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int to,
+                        const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen,
+                        tide__recv_fn on_recv, void *ctx)
+{
+    tcp_transport_t *t = of(tt);
+    int rc = atomic_load(&t->failed);
+    if (rc) return rc;
+    tx_t tx = {0};
+    rx_t rx = {0};
+    if (to >= 0) {
+        tx.buf = sbuf;
+        tx.len = slen;
+        tx.frames_left = (int)nframes(slen, t->frame);
+    }
+    if (from >= 0) {
+        rx.buf = rbuf;
+        rx.len = rlen;
+        rx.frames_left = (int)nframes(rlen, t->frame);
+        rx.on_recv = on_recv;
+        rx.ctx = ctx;
+        rx.elem = tide_dtype_size((tide_dtype_t)d->dtype);
+        if (!rx.elem) rx.elem = 1;
+    }
+    conn_t *ct = to >= 0 ? &t->conn[to] : NULL, *cf = from >= 0 ? &t->conn[from] : NULL;
+    while (rc == TIDE_OK && (tx.frames_left > 0 || rx.frames_left > 0)) {
+        if (tx.frames_left > 0) rc = tx_progress(t, d, ct, &tx);
+        if (rc == TIDE_OK && rx.frames_left > 0) rc = rx_progress(t, d, cf, from, &rx);
+        if (rc != TIDE_OK || (tx.frames_left <= 0 && rx.frames_left <= 0)) break;
+        struct pollfd p[2];
+        int n = 0;
+        if (tx.frames_left > 0) p[n++] = (struct pollfd){ct->fd, POLLOUT, 0};
+        if (rx.frames_left > 0) {
+            if (n && p[0].fd == cf->fd) p[0].events |= POLLIN;
+            else p[n++] = (struct pollfd){cf->fd, POLLIN, 0};
+        }
+        int pr = poll(p, (nfds_t)n, t->poll_ms);
+        if (pr < 0 && errno != EINTR) rc = tide__errno_to_status(errno);
+        int f = atomic_load(&t->failed);
+        if (f) rc = f;
+    }
+    if (rc != TIDE_OK) {
+        int f = atomic_load(&t->failed);
+        if (f) return f; /* someone else failed the group first: keep their reason */
+        if (rc == TIDE_EMISMATCH || rc == TIDE_EPROTO || rc == TIDE_ESTALE) {
+            /* Finish the frame in flight so the ABORT lands on a boundary. */
+            if (ct && ct->tx_mid) {
+                fcntl(ct->fd, F_SETFL, fcntl(ct->fd, F_GETFL) & ~O_NONBLOCK);
+                struct timeval tv = {0, 200000};
+                setsockopt(ct->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+                size_t h = sizeof tx.hdr - tx.hdr_off;
+                int ok = tide__net_write_full(ct->fd, (unsigned char *)&tx.hdr + tx.hdr_off, h,
+                                              tide__now_ns() + 200000000ull) == TIDE_OK;
+                if (ok && tx.frame_len > tx.frame_off)
+                    ok = tide__net_write_full(ct->fd, tx.buf + tx.off + tx.frame_off,
+                                              tx.frame_len - tx.frame_off,
+                                              tide__now_ns() + 200000000ull) == TIDE_OK;
+                if (ok) ct->tx_mid = 0;
+            }
+        }
+        fail(t, rc, 1);
+        return rc;
+    }
+    return TIDE_OK;
+}
+
+static struct tide__shm_window *tcp_window(tide__transport_t *t)
+{
+    return NULL;
+}
+
+static void tcp_destroy(tide__transport_t *tt)
+{
+    tcp_transport_t *t = of(tt);
+    for (int j = 0; j < t->base.size; j++)
+        if (t->conn[j].fd >= 0) close(t->conn[j].fd);
+    free(t->conn);
+    free(t->stage);
+    free(t);
+}
+
+static const tide__transport_ops_t tcp_ops = {
+    .name = "tcp",
+    .sendrecv = tcp_sendrecv,
+    .window = tcp_window,
+    .abort = tcp_abort,
+    .status = tcp_status,
+    .destroy = tcp_destroy,
+};
+
+int tide__tcp_create(const tide__transport_setup_t *s, tide__transport_t **out)
+{
+    tcp_transport_t *t = calloc(1, sizeof *t);
+    if (!t) return TIDE_ENOMEM;
+    t->base.ops = &tcp_ops;
+    t->base.rank = s->rank;
+    t->base.size = s->size;
+    t->base.generation = s->generation;
+    int64_t v;
+    int rc = tide__env_int("TIDE_TCP_FRAME", 256 * 1024, 4096, 64 << 20, &v);
+    t->frame = (size_t)v;
+    int64_t sockbuf = 4 << 20;
+    if (rc == TIDE_OK) rc = tide__env_int("TIDE_TCP_SOCKBUF", 4 << 20, 0, 1 << 30, &sockbuf);
+    if (rc == TIDE_OK) rc = tide__env_int("TIDE_TCP_POLL_MS", 100, 1, 10000, &v);
+    t->poll_ms = (int)v;
+    t->conn = calloc((size_t)s->size, sizeof *t->conn);
+    t->stage = malloc(t->frame);
+    if (rc != TIDE_OK || !t->conn || !t->stage) {
+        free(t->conn);
+        free(t->stage);
+        free(t);
+        return rc != TIDE_OK ? rc : TIDE_ENOMEM;
+    }
+    for (int j = 0; j < s->size; j++) t->conn[j].fd = -1;
+    const tide__secret_t *secret = s->secret;
+    /* Lower ranks accept, higher ranks connect: every pair once, no deadlock,
+     * because a connect completes in the listener's backlog before any accept. */
+    for (int j = 0; j < s->rank && rc == TIDE_OK; j++) {
+        int fd;
+        rc = tide__net_connect(s->members[j].addr, s->members[j].data_port, s->timeout_ms, &fd);
+        if (rc == TIDE_OK) {
+            rc = tide__auth_connect(fd, secret, TIDE__CONN_DATA, s->generation, (uint32_t)s->rank,
+                                    s->timeout_ms);
+            if (rc != TIDE_OK) close(fd);
+            else t->conn[j].fd = fd;
+        }
+        if (rc != TIDE_OK)
+            TIDE_ERROR("cannot connect to rank %d at %s:%d: %s", j, s->members[j].addr,
+                       s->members[j].data_port, tide_strerror(rc));
+    }
+    int need = s->size - 1 - s->rank;
+    uint64_t deadline = tide__now_ns() + (uint64_t)s->timeout_ms * 1000000ull;
+    while (rc == TIDE_OK && need > 0) {
+        uint64_t now = tide__now_ns();
+        if (now >= deadline) {
+            rc = TIDE_ETIMEDOUT;
+            TIDE_ERROR("timed out waiting for %d higher rank(s) to connect", need);
+            break;
+        }
+        int fd;
+        rc = tide__net_accept(s->listen_fd, (int)((deadline - now) / 1000000ull) + 1, &fd);
+        if (rc != TIDE_OK) break;
+        tide__peer_claim_t claim;
+        int arc = tide__auth_accept(fd, secret, s->generation, s->timeout_ms, &claim);
+        if (arc != TIDE_OK || claim.kind != TIDE__CONN_DATA || (int)claim.rank <= s->rank ||
+            (int)claim.rank >= s->size || t->conn[claim.rank].fd >= 0) {
+            TIDE_WARN("refused a data connection: %s",
+                      arc != TIDE_OK ? tide_strerror(arc) : "unexpected rank or kind");
+            close(fd);
+            continue; /* an impostor or stray connection costs it, not the group */
+        }
+        t->conn[claim.rank].fd = fd;
+        need--;
+    }
+    if (rc != TIDE_OK) {
+        tcp_destroy(&t->base);
+        return rc;
+    }
+    for (int j = 0; j < s->size; j++) {
+        if (t->conn[j].fd < 0) continue;
+        tide__net_tune_data_socket(t->conn[j].fd, (int)sockbuf);
+        set_nonblock(t->conn[j].fd);
+    }
+    *out = &t->base;
+    return TIDE_OK;
+}
