@@ -85,11 +85,8 @@ int tide__launch_local(const tide__launch_opts_t *o)
         return 1;
     }
     for (int i = 0; i < 8; i++) snprintf(job + 2 * i, 3, "%02x", jb[i]);
-    tide__rdzv_t *rdzv;
-    if (tide__rdzv_start("127.0.0.1", 0, o->nworkers, &secret, &rdzv) != TIDE_OK) {
-        fprintf(stderr, "tide run: cannot start the rendezvous\n");
-        return 1;
-    }
+    /* Signals are blocked before any thread starts, so that SIGCHLD reaches the
+     * signalfd and not whichever thread the kernel picks. */
     sigset_t mask, oldmask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -97,6 +94,12 @@ int tide__launch_local(const tide__launch_opts_t *o)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    tide__rdzv_t *rdzv;
+    if (tide__rdzv_start("127.0.0.1", 0, o->nworkers, &secret, &rdzv) != TIDE_OK) {
+        fprintf(stderr, "tide run: cannot start the rendezvous\n");
+        sigprocmask(SIG_SETMASK, &oldmask, NULL);
+        return 1;
+    }
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     worker_t *w = calloc((size_t)o->nworkers, sizeof *w);
     int alive = 0, result = 0, stopping = 0;

@@ -39,5 +39,9 @@ int tide__barrier_shm(tide__group_t *g, const tide__call_t *c)
     tide__shm_set_desc(w, &c->desc);
     tide__shm_post(w, base + 1);
     TIDE_CHECK(tide__shm_wait_all(w, base + 1));
-    return tide__shm_check_desc(w, &c->desc);
+    TIDE_CHECK(tide__shm_check_desc(w, &c->desc));
+    /* A second phase, waited for by the next collective's entry, so that no rank
+     * overwrites its description before every rank has checked it. */
+    tide__shm_post(w, base + 2);
+    return TIDE_OK;
 }
