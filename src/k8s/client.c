@@ -46,8 +46,7 @@ void tide__k8s_resp_clear(tide__k8s_resp_t *r)
     memset(r, 0, sizeof(*r));
 }
 
-int tide__k8s_client_new(tide__k8s_auth_t *auth, tide__k8s_client_t **out, char *err,
-                         size_t errlen)
+int tide__k8s_client_new(tide__k8s_auth_t *auth, tide__k8s_client_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     pthread_once(&curl_once, curl_init_once);
@@ -110,7 +109,8 @@ int tide__k8s_client_from_env(tide__k8s_client_t **out, char *err, size_t errlen
 void tide__k8s_client_free(tide__k8s_client_t *c)
 {
     if (!c) return;
-    for (int i = 0; i < c->npool; i++) curl_easy_cleanup(c->pool[i]);
+    for (int i = 0; i < c->npool; i++)
+        curl_easy_cleanup(c->pool[i]);
     if (c->auth_header) {
         memset(c->auth_header, 0, strlen(c->auth_header));
         free(c->auth_header);
@@ -175,10 +175,10 @@ typedef struct xfer {
     CURL *h;
     char *buf;
     size_t len, cap, max;
-    int overflow;     /* the body went over max: refused */
-    int stopped;      /* on_line asked to stop */
-    int streaming;    /* 1 once a 200 response started: lines go to on_line */
-    int decided;      /* streaming decided on the first body byte */
+    int overflow;  /* the body went over max: refused */
+    int stopped;   /* on_line asked to stop */
+    int streaming; /* 1 once a 200 response started: lines go to on_line */
+    int decided;   /* streaming decided on the first body byte */
     size_t max_line;
     tide__k8s_line_fn on_line;
     void *ud;
@@ -212,7 +212,8 @@ static int grow(xfer_t *x, size_t need, size_t limit)
     }
     if (need + 1 <= x->cap) return 0;
     size_t ncap = x->cap ? x->cap : 16384;
-    while (ncap < need + 1) ncap *= 2;
+    while (ncap < need + 1)
+        ncap *= 2;
     if (ncap > limit + 1) ncap = limit + 1;
     char *nb = realloc(x->buf, ncap);
     if (!nb) {
@@ -331,7 +332,9 @@ static int perform(tide__k8s_client_t *c, const char *method, const char *path, 
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "tide-k8s/" "0.1");
+    curl_easy_setopt(h, CURLOPT_USERAGENT,
+                     "tide-k8s/"
+                     "0.1");
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -383,7 +386,8 @@ static int perform(tide__k8s_client_t *c, const char *method, const char *path, 
     if (x->overflow) {
         snprintf(resp->message, sizeof resp->message,
                  "%s %s: response from %s exceeds the %zu-byte cap; refused", method, path,
-                 c->auth.server, x->streaming || (x->on_line && code == 200) ? x->max_line : x->max);
+                 c->auth.server,
+                 x->streaming || (x->on_line && code == 200) ? x->max_line : x->max);
         rc = TIDE_ENOMEM;
     } else if (x->stopped) {
         rc = TIDE_OK;
@@ -397,11 +401,13 @@ static int perform(tide__k8s_client_t *c, const char *method, const char *path, 
     } else if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE ||
                cc == CURLE_SSL_CERTPROBLEM || cc == CURLE_SSL_CONNECT_ERROR) {
         snprintf(resp->message, sizeof resp->message,
-                 "TLS with %s failed (%s; check certificate-authority and client credentials of %s%s): %s",
+                 "TLS with %s failed (%s; check certificate-authority and client credentials of "
+                 "%s%s): %s",
                  c->auth.server,
-                 cc == CURLE_PEER_FAILED_VERIFICATION ? "the server's certificate could not be verified"
-                 : cc == CURLE_SSL_CERTPROBLEM       ? "the client certificate or key is unusable"
-                                                     : "handshake failed",
+                 cc == CURLE_PEER_FAILED_VERIFICATION
+                     ? "the server's certificate could not be verified"
+                 : cc == CURLE_SSL_CERTPROBLEM ? "the client certificate or key is unusable"
+                                               : "handshake failed",
                  c->auth.source ? c->auth.source : "the client",
                  c->auth.insecure_skip_verify ? "; insecure-skip-tls-verify is set" : "",
                  cerr[0] ? cerr : curl_easy_strerror(cc));
@@ -424,8 +430,8 @@ static int perform(tide__k8s_client_t *c, const char *method, const char *path, 
         json_error_t je;
         resp->body = json_loadb(x->buf, x->len, 0, &je);
         if (!resp->body && rc == TIDE_OK) {
-            snprintf(resp->message, sizeof resp->message, "%s %s: response is not JSON: %s",
-                     method, path, je.text);
+            snprintf(resp->message, sizeof resp->message, "%s %s: response is not JSON: %s", method,
+                     path, je.text);
             rc = TIDE_EPROTO;
         }
     }
@@ -435,7 +441,8 @@ static int perform(tide__k8s_client_t *c, const char *method, const char *path, 
         if (reason) snprintf(resp->reason, sizeof resp->reason, "%s", reason);
         if (!resp->message[0] || msg)
             snprintf(resp->message, sizeof resp->message, "%s %s: HTTP %ld%s%s%s%s", method, path,
-                     code, reason ? " " : "", reason ? reason : "", msg ? ": " : "", msg ? msg : "");
+                     code, reason ? " " : "", reason ? reason : "", msg ? ": " : "",
+                     msg ? msg : "");
     }
     return rc;
 }
@@ -535,7 +542,8 @@ int tide__k8s_apply(tide__k8s_client_t *c, const char *path, const json_t *obj,
 {
     char fm[256], p[2048];
     memset(resp, 0, sizeof(*resp));
-    if (!field_manager || tide__k8s_escape(fm, sizeof fm, field_manager) != TIDE_OK) return TIDE_EINVAL;
+    if (!field_manager || tide__k8s_escape(fm, sizeof fm, field_manager) != TIDE_OK)
+        return TIDE_EINVAL;
     int n = snprintf(p, sizeof p, "%s%sfieldManager=%s%s", path, strchr(path, '?') ? "&" : "?", fm,
                      force ? "&force=true" : "");
     if (n < 0 || (size_t)n >= sizeof p) return TIDE_EINVAL;
@@ -560,8 +568,8 @@ static json_t *delete_options(const tide__k8s_delete_opts_t *o)
     return d;
 }
 
-int tide__k8s_delete(tide__k8s_client_t *c, const char *path,
-                     const tide__k8s_delete_opts_t *opts, tide__k8s_resp_t *resp)
+int tide__k8s_delete(tide__k8s_client_t *c, const char *path, const tide__k8s_delete_opts_t *opts,
+                     tide__k8s_resp_t *resp)
 {
     json_t *d = delete_options(opts);
     if (!d) {
@@ -597,7 +605,8 @@ int tide__k8s_evict(tide__k8s_client_t *c, const char *ns, const char *name,
 {
     char p[1024];
     memset(resp, 0, sizeof(*resp));
-    if (tide__k8s_path(p, sizeof p, "v1", ns, "pods", name, "eviction") != TIDE_OK) return TIDE_EINVAL;
+    if (tide__k8s_path(p, sizeof p, "v1", ns, "pods", name, "eviction") != TIDE_OK)
+        return TIDE_EINVAL;
     json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "policy/v1", "kind", "Eviction",
                            "metadata", "name", name, "namespace", ns);
     if (!ev) return TIDE_ENOMEM;

@@ -123,15 +123,18 @@ int tide__k8s_apply(tide__k8s_client_t *c, const char *path, const json_t *obj,
                     const char *field_manager, int force, tide__k8s_resp_t *resp);
 
 typedef struct tide__k8s_delete_opts {
-    long grace_seconds;            /* < 0: the object's default */
-    const char *uid;               /* precondition, or NULL */
-    const char *resource_version;  /* precondition, or NULL */
-    const char *propagation;       /* "Foreground", "Background", "Orphan", or NULL */
+    long grace_seconds;           /* < 0: the object's default */
+    const char *uid;              /* precondition, or NULL */
+    const char *resource_version; /* precondition, or NULL */
+    const char *propagation;      /* "Foreground", "Background", "Orphan", or NULL */
 } tide__k8s_delete_opts_t;
-#define TIDE__K8S_DELETE_DEFAULTS {-1, NULL, NULL, NULL}
+#define TIDE__K8S_DELETE_DEFAULTS                                                                  \
+    {                                                                                              \
+        -1, NULL, NULL, NULL                                                                       \
+    }
 
-int tide__k8s_delete(tide__k8s_client_t *c, const char *path,
-                     const tide__k8s_delete_opts_t *opts, tide__k8s_resp_t *resp);
+int tide__k8s_delete(tide__k8s_client_t *c, const char *path, const tide__k8s_delete_opts_t *opts,
+                     tide__k8s_resp_t *resp);
 /* PUT obj to path + "/status". */
 int tide__k8s_replace_status(tide__k8s_client_t *c, const char *path, const json_t *obj,
                              tide__k8s_resp_t *resp);

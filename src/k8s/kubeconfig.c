@@ -34,8 +34,9 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 const char *tide__k8s_strerror(int err)
 {
     switch (err) {
-#define TIDE_K8S_ERRMSG(name, value, msg) \
-    case (value): return (msg);
+#define TIDE_K8S_ERRMSG(name, value, msg)                                                          \
+    case (value):                                                                                  \
+        return (msg);
         TIDE_ERRNO_MAP(TIDE_K8S_ERRMSG)
 #undef TIDE_K8S_ERRMSG
     }
@@ -294,7 +295,8 @@ int tide__k8s_kubeconfig_load(const char *path, const char *context, tide__k8s_a
         set_err(err, errlen, "kubeconfig %s: not a YAML mapping", path);
         goto done;
     }
-    const char *ctxname = context && *context ? context : scalar(map_get(&doc, root, "current-context"));
+    const char *ctxname =
+        context && *context ? context : scalar(map_get(&doc, root, "current-context"));
     if (!ctxname) {
         set_err(err, errlen, "kubeconfig %s: no current-context and no context given", path);
         goto done;
@@ -320,15 +322,18 @@ int tide__k8s_kubeconfig_load(const char *path, const char *context, tide__k8s_a
     const char *server = scalar(map_get(&doc, clu, "server"));
     if (!server || (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)) {
         set_err(err, errlen, "kubeconfig %s: cluster \"%s\": server %s%s%s", path, cluname,
-                server ? "\"" : "", server ? server : "missing", server ? "\" is not an http(s) URL" : "");
+                server ? "\"" : "", server ? server : "missing",
+                server ? "\" is not an http(s) URL" : "");
         goto done;
     }
     out->server = strdup(server);
     size_t sl = strlen(out->server);
-    while (sl > 0 && out->server[sl - 1] == '/') out->server[--sl] = 0;
+    while (sl > 0 && out->server[sl - 1] == '/')
+        out->server[--sl] = 0;
     const char *insecure = scalar(map_get(&doc, clu, "insecure-skip-tls-verify"));
     out->insecure_skip_verify = insecure && strcmp(insecure, "true") == 0;
-    if ((rc = load_pem(&doc, clu, "certificate-authority", dir, path, &out->ca, err, errlen)) != TIDE_OK)
+    if ((rc = load_pem(&doc, clu, "certificate-authority", dir, path, &out->ca, err, errlen)) !=
+        TIDE_OK)
         goto done;
 
     if (username) {
@@ -339,11 +344,14 @@ int tide__k8s_kubeconfig_load(const char *path, const char *context, tide__k8s_a
             rc = TIDE_ECONFIG;
             goto done;
         }
-        if ((rc = load_pem(&doc, user, "client-certificate", dir, path, &out->cert, err, errlen)) != TIDE_OK ||
+        if ((rc = load_pem(&doc, user, "client-certificate", dir, path, &out->cert, err, errlen)) !=
+                TIDE_OK ||
             (rc = load_pem(&doc, user, "client-key", dir, path, &out->key, err, errlen)) != TIDE_OK)
             goto done;
         if (!out->cert.data != !out->key.data) {
-            set_err(err, errlen, "kubeconfig %s: user \"%s\": client-certificate and client-key must be given together",
+            set_err(err, errlen,
+                    "kubeconfig %s: user \"%s\": client-certificate and client-key must be given "
+                    "together",
                     path, username);
             rc = TIDE_ECONFIG;
             goto done;
@@ -357,16 +365,19 @@ int tide__k8s_kubeconfig_load(const char *path, const char *context, tide__k8s_a
             resolve(p, sizeof p, dir, tokfile);
             tide__k8s_blob_t t;
             if ((rc = tide__k8s_read_file(p, TIDE__K8S_MAX_CONFIG_BYTES, &t)) != TIDE_OK) {
-                set_err(err, errlen, "kubeconfig %s: user \"%s\": tokenFile %s: %s", path, username, p,
-                        tide__k8s_strerror(rc));
+                set_err(err, errlen, "kubeconfig %s: user \"%s\": tokenFile %s: %s", path, username,
+                        p, tide__k8s_strerror(rc));
                 goto done;
             }
-            while (t.len > 0 && (t.data[t.len - 1] == '\n' || t.data[t.len - 1] == '\r')) t.data[--t.len] = 0;
+            while (t.len > 0 && (t.data[t.len - 1] == '\n' || t.data[t.len - 1] == '\r'))
+                t.data[--t.len] = 0;
             out->token = (char *)t.data;
         }
         if (map_get(&doc, user, "exec") || map_get(&doc, user, "auth-provider")) {
             if (!out->token && !out->cert.data) {
-                set_err(err, errlen, "kubeconfig %s: user \"%s\": exec and auth-provider credentials are not supported",
+                set_err(err, errlen,
+                        "kubeconfig %s: user \"%s\": exec and auth-provider credentials are not "
+                        "supported",
                         path, username);
                 rc = TIDE_ENOTSUP;
                 goto done;
@@ -395,7 +406,8 @@ int tide__k8s_incluster_load(const char *root, tide__k8s_auth_t *out, char *err,
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port) {
-        set_err(err, errlen, "in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
+        set_err(err, errlen,
+                "in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
         return TIDE_ECONFIG;
     }
     if (strspn(port, "0123456789") != strlen(port) || strlen(port) > 5) {

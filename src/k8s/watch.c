@@ -16,11 +16,16 @@
 const char *tide__k8s_event_name(tide__k8s_event_t ev)
 {
     switch (ev) {
-    case TIDE__K8S_ADDED: return "ADDED";
-    case TIDE__K8S_MODIFIED: return "MODIFIED";
-    case TIDE__K8S_DELETED: return "DELETED";
-    case TIDE__K8S_BOOKMARK: return "BOOKMARK";
-    case TIDE__K8S_SYNCED: return "SYNCED";
+    case TIDE__K8S_ADDED:
+        return "ADDED";
+    case TIDE__K8S_MODIFIED:
+        return "MODIFIED";
+    case TIDE__K8S_DELETED:
+        return "DELETED";
+    case TIDE__K8S_BOOKMARK:
+        return "BOOKMARK";
+    case TIDE__K8S_SYNCED:
+        return "SYNCED";
     }
     return "?";
 }
@@ -31,10 +36,10 @@ typedef struct wstate {
     tide__k8s_watch_stats_t *st;
     json_t *store;
     char rv[64];
-    int need_list;   /* the resourceVersion expired: list again */
-    int done;        /* fn asked to stop */
-    int got_event;   /* this watch request delivered something */
-    int stream_err;  /* an in-stream ERROR other than 410 */
+    int need_list;  /* the resourceVersion expired: list again */
+    int done;       /* fn asked to stop */
+    int got_event;  /* this watch request delivered something */
+    int stream_err; /* an in-stream ERROR other than 410 */
     int bad_line;
 } wstate_t;
 
@@ -107,7 +112,8 @@ static int do_list(wstate_t *w)
     int rc = tide__k8s_list(w->c, w->o->collection, w->o->label_selector, w->o->field_selector, 500,
                             &items, rv, sizeof rv, &resp);
     if (rc != TIDE_OK) {
-        wlog(w, "list %s: %s", w->o->collection, resp.message[0] ? resp.message : tide__k8s_strerror(rc));
+        wlog(w, "list %s: %s", w->o->collection,
+             resp.message[0] ? resp.message : tide__k8s_strerror(rc));
         tide__k8s_resp_clear(&resp);
         return rc;
     }
@@ -117,7 +123,8 @@ static int do_list(wstate_t *w)
     size_t i;
     json_t *it;
     char key[512];
-    json_array_foreach(items, i, it) {
+    json_array_foreach(items, i, it)
+    {
         if (key_of(it, key, sizeof key) < 0) continue;
         json_object_set(fresh, key, it);
     }
@@ -127,9 +134,11 @@ static int do_list(wstate_t *w)
     const char *k;
     json_t *old;
     void *iter;
-    json_object_foreach_safe(w->store, iter, k, old) {
+    json_object_foreach_safe(w->store, iter, k, old)
+    {
         json_t *now = json_object_get(fresh, k);
-        const char *ou = tide__k8s_str(old, "metadata.uid"), *nu = tide__k8s_str(now, "metadata.uid");
+        const char *ou = tide__k8s_str(old, "metadata.uid"),
+                   *nu = tide__k8s_str(now, "metadata.uid");
         if (!now || (ou && nu && strcmp(ou, nu) != 0)) {
             json_incref(old);
             json_object_del(w->store, k);
@@ -138,7 +147,8 @@ static int do_list(wstate_t *w)
             if (stop) goto out;
         }
     }
-    json_object_foreach(fresh, k, it) {
+    json_object_foreach(fresh, k, it)
+    {
         old = json_object_get(w->store, k);
         const char *orv = tide__k8s_str(old, "metadata.resourceVersion");
         const char *nrv = tide__k8s_str(it, "metadata.resourceVersion");
@@ -162,7 +172,8 @@ static int on_line(void *ud, char *line, size_t len)
     const char *type = tide__k8s_str(ev, "type");
     json_t *obj = json_object_get(ev, "object");
     if (!type || !json_is_object(obj)) {
-        wlog(w, "watch %s: malformed event (%s)", w->o->collection, ev ? "no type/object" : je.text);
+        wlog(w, "watch %s: malformed event (%s)", w->o->collection,
+             ev ? "no type/object" : je.text);
         json_decref(ev);
         w->bad_line = 1;
         return 1; /* reconnect from the last good resourceVersion */
@@ -236,13 +247,25 @@ int tide__k8s_watch(tide__k8s_client_t *c, const tide__k8s_watch_opts_t *o,
     long backoff = 0;
     int synced = 0, watches = 0, rc = TIDE_OK;
     for (;;) {
-        if (w.done) { rc = TIDE_OK; break; }
-        if (stopped(&w)) { rc = TIDE_EABORTED; break; }
-        if (deadline && now_ms() >= deadline) { rc = TIDE_ETIMEDOUT; break; }
+        if (w.done) {
+            rc = TIDE_OK;
+            break;
+        }
+        if (stopped(&w)) {
+            rc = TIDE_EABORTED;
+            break;
+        }
+        if (deadline && now_ms() >= deadline) {
+            rc = TIDE_ETIMEDOUT;
+            break;
+        }
         if (backoff > 0 && nap(&w, backoff + rand() % (backoff / 4 + 1), deadline)) continue;
         if (w.need_list) {
             int lrc = do_list(&w);
-            if (lrc == TIDE_ENOMEM) { rc = lrc; break; } /* over the cap: retrying cannot help */
+            if (lrc == TIDE_ENOMEM) {
+                rc = lrc;
+                break;
+            } /* over the cap: retrying cannot help */
             if (lrc != TIDE_OK) {
                 backoff = backoff ? (backoff * 2 > 5000 ? 5000 : backoff * 2) : 200;
                 continue;
@@ -258,11 +281,15 @@ int tide__k8s_watch(tide__k8s_client_t *c, const tide__k8s_watch_opts_t *o,
          * client-go, so that many watchers do not reconnect in step); the client
          * timeout is a backstop for a server that went silent. */
         long t = wt - (wt > 10 ? rand() % (wt / 10) : 0);
-        int n = snprintf(p, sizeof p,
-                         "%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%ld%s%s%s%s",
-                         o->collection, strchr(o->collection, '?') ? "&" : "?", w.rv, t,
-                         ls[0] ? "&labelSelector=" : "", ls, fs[0] ? "&fieldSelector=" : "", fs);
-        if (n < 0 || (size_t)n >= sizeof p) { rc = TIDE_EINVAL; break; }
+        int n = snprintf(
+            p, sizeof p,
+            "%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%ld%s%s%s%s",
+            o->collection, strchr(o->collection, '?') ? "&" : "?", w.rv, t,
+            ls[0] ? "&labelSelector=" : "", ls, fs[0] ? "&fieldSelector=" : "", fs);
+        if (n < 0 || (size_t)n >= sizeof p) {
+            rc = TIDE_EINVAL;
+            break;
+        }
         long limit = (t + 30) * 1000;
         if (deadline) {
             long left = deadline - now_ms();
@@ -283,7 +310,8 @@ int tide__k8s_watch(tide__k8s_client_t *c, const tide__k8s_watch_opts_t *o,
         if (resp.status == 410) {
             stats->gone++;
             w.need_list = 1;
-            wlog(&w, "watch %s: resourceVersion %s expired (HTTP 410); re-listing", o->collection, w.rv);
+            wlog(&w, "watch %s: resourceVersion %s expired (HTTP 410); re-listing", o->collection,
+                 w.rv);
             backoff = 0;
         } else if (w.need_list || w.done) {
             backoff = 0;

@@ -61,7 +61,7 @@ typedef struct tide__k8s_watch_stats {
     unsigned long reconnects; /* watch requests after the first */
     unsigned long events;     /* callbacks made for ADDED/MODIFIED/DELETED */
     unsigned long bookmarks;
-    char rv[64];              /* the last resourceVersion seen */
+    char rv[64]; /* the last resourceVersion seen */
     char last_error[640];
 } tide__k8s_watch_stats_t;
 

@@ -25,6 +25,7 @@
 #include "transport/transport.h"
 
 #define FRAME_MAGIC 0x54444631u /* "TDF1" */
+#define TIDE__TCP_POLL_MAX 256
 enum { FRAME_DATA = 1, FRAME_ABORT = 2 };
 
 typedef struct {
@@ -271,6 +272,54 @@ static int rx_progress(tcp_transport_t *t, const tide__coll_desc_t *d, conn_t *c
     return TIDE_OK;
 }
 
+/* After a connection failed, or a peer hung up: look through what it left in the
+ * socket for an ABORT frame, skipping `skip` bytes of a frame in progress first.
+ * The group is failing either way; this only recovers the reason, so a rank
+ * whose neighbour found a mismatch reports TIDE_EMISMATCH, not TIDE_EPEERLOST. */
+static int scan_for_abort(tcp_transport_t *t, int fd, size_t skip)
+{
+    unsigned char sink[4096];
+    uint64_t deadline = tide__now_ns() + 50000000ull;
+    for (int frames = 0; frames < 4096; frames++) {
+        while (skip) {
+            size_t want = skip < sizeof sink ? skip : sizeof sink;
+            if (tide__net_read_full(fd, sink, want, deadline) != TIDE_OK) return TIDE_EPEERLOST;
+            skip -= want;
+        }
+        frame_hdr_t h;
+        if (tide__net_read_full(fd, &h, sizeof h, deadline) != TIDE_OK || h.magic != FRAME_MAGIC)
+            return TIDE_EPEERLOST;
+        if (h.type == FRAME_ABORT) return h.code < 0 && h.code > -1000 ? h.code : TIDE_EABORTED;
+        if (h.len > t->frame) return TIDE_EPEERLOST;
+        skip = h.len;
+    }
+    return TIDE_EPEERLOST;
+}
+
+/* A frame waiting on a connection this exchange does not read: an ABORT, or the
+ * same collective described differently (a mismatch that no data path would
+ * otherwise reveal: ranks waiting on each other in different patterns). Frames
+ * of later collectives are legitimate early arrivals. Returns TIDE_OK when the
+ * connection needs no more watching during this exchange. */
+static int peek_other(tcp_transport_t *t, const tide__coll_desc_t *d, int j)
+{
+    frame_hdr_t h;
+    ssize_t r = recv(t->conn[j].fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return scan_for_abort(t, t->conn[j].fd, 0);
+    if (r < (ssize_t)sizeof h) return TIDE_OK;
+    if (h.magic != FRAME_MAGIC) return TIDE_EPROTO;
+    if (h.type == FRAME_ABORT) return h.code < 0 && h.code > -1000 ? h.code : TIDE_EABORTED;
+    if (h.seq == d->seq && (h.kind != d->kind || h.dtype != d->dtype || h.op != d->op ||
+                            h.root != d->root || h.count != d->count)) {
+        TIDE_ERROR("collective #%llu: rank %d called kind=%u count=%llu dtype=%u op=%u root=%d, "
+                   "this rank kind=%u count=%llu dtype=%u op=%u root=%d",
+                   (unsigned long long)d->seq, j, h.kind, (unsigned long long)h.count, h.dtype,
+                   h.op, h.root, d->kind, (unsigned long long)d->count, d->dtype, d->op, d->root);
+        return TIDE_EMISMATCH;
+    }
+    return TIDE_OK;
+}
+
 static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int to,
                         const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen,
                         tide__recv_fn on_recv, void *ctx)
@@ -295,25 +344,69 @@ static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int t
         if (!rx.elem) rx.elem = 1;
     }
     conn_t *ct = to >= 0 ? &t->conn[to] : NULL, *cf = from >= 0 ? &t->conn[from] : NULL;
+    int n = t->base.size;
+    struct pollfd p[TIDE__TCP_POLL_MAX];
+    int watch[TIDE__TCP_POLL_MAX];
+    int nwatch = 0;
+    /* Every other peer is watched too, for a hang-up or an ABORT. */
+    for (int j = 0; j < n && nwatch < TIDE__TCP_POLL_MAX - 2; j++)
+        if (j != t->base.rank && j != to && j != from && t->conn[j].fd >= 0) watch[nwatch++] = j;
+    int bad_conn = -1, deferred = TIDE_OK;
+    uint64_t deferred_until = 0;
     while (rc == TIDE_OK && (tx.frames_left > 0 || rx.frames_left > 0)) {
-        if (tx.frames_left > 0) rc = tx_progress(t, d, ct, &tx);
-        if (rc == TIDE_OK && rx.frames_left > 0) rc = rx_progress(t, d, cf, from, &rx);
-        if (rc != TIDE_OK || (tx.frames_left <= 0 && rx.frames_left <= 0)) break;
-        struct pollfd p[2];
-        int n = 0;
-        if (tx.frames_left > 0) p[n++] = (struct pollfd){ct->fd, POLLOUT, 0};
-        if (rx.frames_left > 0) {
-            if (n && p[0].fd == cf->fd) p[0].events |= POLLIN;
-            else p[n++] = (struct pollfd){cf->fd, POLLIN, 0};
+        if (tx.frames_left > 0) {
+            rc = tx_progress(t, d, ct, &tx);
+            if (rc != TIDE_OK) bad_conn = to;
         }
-        int pr = poll(p, (nfds_t)n, t->poll_ms);
+        if (rc == TIDE_OK && rx.frames_left > 0) {
+            rc = rx_progress(t, d, cf, from, &rx);
+            if (rc != TIDE_OK) bad_conn = from;
+        }
+        if (rc != TIDE_OK || (tx.frames_left <= 0 && rx.frames_left <= 0)) break;
+        int np = 0;
+        if (tx.frames_left > 0) p[np++] = (struct pollfd){ct->fd, POLLOUT, 0};
+        if (rx.frames_left > 0) {
+            if (np && p[0].fd == cf->fd) p[0].events |= POLLIN;
+            else p[np++] = (struct pollfd){cf->fd, POLLIN, 0};
+        }
+        int first_watch = np;
+        for (int i = 0; i < nwatch; i++) p[np++] = (struct pollfd){t->conn[watch[i]].fd, POLLIN | POLLRDHUP, 0};
+        int pr = poll(p, (nfds_t)np, t->poll_ms);
         if (pr < 0 && errno != EINTR) rc = tide__errno_to_status(errno);
         int f = atomic_load(&t->failed);
         if (f) rc = f;
+        for (int i = nwatch - 1; rc == TIDE_OK && pr > 0 && i >= 0; i--) {
+            if (!p[first_watch + i].revents) continue;
+            int prc = peek_other(t, d, watch[i]);
+            watch[i] = watch[--nwatch];
+            if (prc != TIDE_OK && deferred == TIDE_OK) {
+                /* Another rank failed the group, but this exchange may still
+                 * complete (its peers sent their part before failing): finish it
+                 * if it can, within a bound; peers that failed close their
+                 * connections, so a transfer that cannot finish errs promptly. */
+                deferred = prc;
+                deferred_until = tide__now_ns() + 1000000000ull;
+                nwatch = 0;
+            }
+        }
+        if (deferred != TIDE_OK && rc == TIDE_OK && tide__now_ns() > deferred_until) rc = deferred;
+    }
+    if (deferred != TIDE_OK) {
+        if (rc == TIDE_OK) {
+            fail(t, deferred, 1); /* this exchange completed; the next one fails */
+            return TIDE_OK;
+        }
+        if (rc == TIDE_EPEERLOST || rc == TIDE_ESYS) rc = deferred;
     }
     if (rc != TIDE_OK) {
         int f = atomic_load(&t->failed);
         if (f) return f; /* someone else failed the group first: keep their reason */
+        if ((rc == TIDE_EPEERLOST || rc == TIDE_ESYS) && bad_conn >= 0) {
+            size_t skip = 0;
+            if (bad_conn == from && rx.hdr_off == sizeof rx.hdr) skip = rx.frame_len - rx.frame_off;
+            if (bad_conn != from || rx.hdr_off == 0 || rx.hdr_off == sizeof rx.hdr)
+                rc = scan_for_abort(t, t->conn[bad_conn].fd, skip);
+        }
         if (rc == TIDE_EMISMATCH || rc == TIDE_EPROTO || rc == TIDE_ESTALE) {
             /* Finish the frame in flight so the ABORT lands on a boundary. */
             if (ct && ct->tx_mid) {

@@ -20,11 +20,13 @@
 
 static const char usage[] =
     "usage: tide-node-agent --kubeconfig FILE [--context NAME]\n"
-    "         [--node NAME[,cpu=4,memory=8Gi,gpu=N,pods=110,storage=100Gi,label=k=v,taint=k[=v]:Effect]]...\n"
+    "         [--node "
+    "NAME[,cpu=4,memory=8Gi,gpu=N,pods=110,storage=100Gi,label=k=v,taint=k[=v]:Effect]]...\n"
     "         [--fake-nodes N] [--pod-cidr 127.0.100.0/24] [--service-cidr 127.96.0.0/16]\n"
     "         [--host-ip 127.0.0.1] [--state-dir DIR] [--lease-seconds 40] [--status-seconds 60]\n"
     "         [--no-services] [--verbose]\n"
-    "With neither --node nor --fake-nodes: the four default nodes of tests/k8s (tide-ondemand-0, tide-gpu-0 with\n"
+    "With neither --node nor --fake-nodes: the four default nodes of tests/k8s (tide-ondemand-0, "
+    "tide-gpu-0 with\n"
     "nvidia.com/gpu=4, tide-spot-0 and tide-spot-1 tainted tide.dev/spot=true:NoSchedule).\n"
     "--fake-nodes N adds N nodes tide-fake-0000.. (tainted tide.dev/fake-node=true:NoSchedule).\n";
 
@@ -56,7 +58,6 @@ static int add_node(agent_t *a, int *cap, const char *spec)
     return 0;
 }
 
-
 int main(int argc, char **argv)
 {
     agent_t a;
@@ -79,25 +80,56 @@ int main(int argc, char **argv)
 #define NEEDV()                                                                                    \
     do {                                                                                           \
         if (!v) {                                                                                  \
-            fprintf(stderr, "tide-node-agent: %s needs a value\n%s", f, usage);                   \
+            fprintf(stderr, "tide-node-agent: %s needs a value\n%s", f, usage);                    \
             return 2;                                                                              \
         }                                                                                          \
         i++;                                                                                       \
     } while (0)
-        if (strcmp(f, "--kubeconfig") == 0) { NEEDV(); kubeconfig = v; }
-        else if (strcmp(f, "--context") == 0) { NEEDV(); context = v; }
-        else if (strcmp(f, "--node") == 0) { NEEDV(); if (add_node(&a, &cap, v) < 0) return 2; }
-        else if (strcmp(f, "--fake-nodes") == 0) { NEEDV(); fake = atoi(v); if (fake < 0 || fake > 100000) { fprintf(stderr, "tide-node-agent: --fake-nodes %s: 0..100000\n", v); return 2; } }
-        else if (strcmp(f, "--pod-cidr") == 0) { NEEDV(); pod_cidr = v; }
-        else if (strcmp(f, "--service-cidr") == 0) { NEEDV(); svc_cidr = v; }
-        else if (strcmp(f, "--host-ip") == 0) { NEEDV(); snprintf(a.host_ip, sizeof a.host_ip, "%s", v); }
-        else if (strcmp(f, "--state-dir") == 0) { NEEDV(); snprintf(a.state_dir, sizeof a.state_dir, "%s", v); }
-        else if (strcmp(f, "--lease-seconds") == 0) { NEEDV(); a.lease_seconds = atoi(v); }
-        else if (strcmp(f, "--status-seconds") == 0) { NEEDV(); a.status_seconds = atoi(v); }
-        else if (strcmp(f, "--no-services") == 0) a.services = 0;
-        else if (strcmp(f, "--verbose") == 0 || strcmp(f, "-v") == 0) agent_verbose = 1;
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) { fputs(usage, stdout); return 0; }
-        else { fprintf(stderr, "tide-node-agent: unknown argument %s\n%s", f, usage); return 2; }
+        if (strcmp(f, "--kubeconfig") == 0) {
+            NEEDV();
+            kubeconfig = v;
+        } else if (strcmp(f, "--context") == 0) {
+            NEEDV();
+            context = v;
+        } else if (strcmp(f, "--node") == 0) {
+            NEEDV();
+            if (add_node(&a, &cap, v) < 0) return 2;
+        } else if (strcmp(f, "--fake-nodes") == 0) {
+            NEEDV();
+            fake = atoi(v);
+            if (fake < 0 || fake > 100000) {
+                fprintf(stderr, "tide-node-agent: --fake-nodes %s: 0..100000\n", v);
+                return 2;
+            }
+        } else if (strcmp(f, "--pod-cidr") == 0) {
+            NEEDV();
+            pod_cidr = v;
+        } else if (strcmp(f, "--service-cidr") == 0) {
+            NEEDV();
+            svc_cidr = v;
+        } else if (strcmp(f, "--host-ip") == 0) {
+            NEEDV();
+            snprintf(a.host_ip, sizeof a.host_ip, "%s", v);
+        } else if (strcmp(f, "--state-dir") == 0) {
+            NEEDV();
+            snprintf(a.state_dir, sizeof a.state_dir, "%s", v);
+        } else if (strcmp(f, "--lease-seconds") == 0) {
+            NEEDV();
+            a.lease_seconds = atoi(v);
+        } else if (strcmp(f, "--status-seconds") == 0) {
+            NEEDV();
+            a.status_seconds = atoi(v);
+        } else if (strcmp(f, "--no-services") == 0)
+            a.services = 0;
+        else if (strcmp(f, "--verbose") == 0 || strcmp(f, "-v") == 0)
+            agent_verbose = 1;
+        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "tide-node-agent: unknown argument %s\n%s", f, usage);
+            return 2;
+        }
 #undef NEEDV
     }
     if (a.lease_seconds < 4) a.lease_seconds = 4;
@@ -107,16 +139,20 @@ int main(int argc, char **argv)
             if (add_node(&a, &cap, default_nodes[i]) < 0) return 2;
     for (int i = 0; i < fake; i++) {
         char spec[160];
-        snprintf(spec, sizeof spec, "tide-fake-%04d,cpu=4,memory=8Gi,taint=tide.dev/fake-node=true:NoSchedule", i);
+        snprintf(spec, sizeof spec,
+                 "tide-fake-%04d,cpu=4,memory=8Gi,taint=tide.dev/fake-node=true:NoSchedule", i);
         if (add_node(&a, &cap, spec) < 0) return 2;
         a.nodes[a.nnodes - 1].fake = 1;
     }
     if (agent_parse_cidr(pod_cidr, &a.pod_net, &a.pod_bits) < 0 || (a.pod_net >> 24) != 127) {
-        fprintf(stderr, "tide-node-agent: --pod-cidr %s: want a range inside 127.0.0.0/8, /8../30\n", pod_cidr);
+        fprintf(stderr,
+                "tide-node-agent: --pod-cidr %s: want a range inside 127.0.0.0/8, /8../30\n",
+                pod_cidr);
         return 2;
     }
     if (agent_parse_cidr(svc_cidr, &a.svc_net, &a.svc_bits) < 0 || (a.svc_net >> 24) != 127) {
-        fprintf(stderr, "tide-node-agent: --service-cidr %s: want a range inside 127.0.0.0/8\n", svc_cidr);
+        fprintf(stderr, "tide-node-agent: --service-cidr %s: want a range inside 127.0.0.0/8\n",
+                svc_cidr);
         return 2;
     }
     uint32_t hip;
@@ -135,7 +171,11 @@ int main(int argc, char **argv)
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", a.state_dir);
     for (char *s = tmp + 1; *s; s++)
-        if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
+        if (*s == '/') {
+            *s = 0;
+            mkdir(tmp, 0755);
+            *s = '/';
+        }
     mkdir(tmp, 0755);
 
     /* Signals are taken by sigwait in this thread only; every thread started
@@ -148,8 +188,9 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    agent_log("starting: %d nodes (%d fake), pods from %s, services on %s, state in %s, apiserver %s",
-              a.nnodes, fake, pod_cidr, svc_cidr, a.state_dir, tide__k8s_client_server(a.client));
+    agent_log(
+        "starting: %d nodes (%d fake), pods from %s, services on %s, state in %s, apiserver %s",
+        a.nnodes, fake, pod_cidr, svc_cidr, a.state_dir, tide__k8s_client_server(a.client));
     if (a.services && services_start(&a) != TIDE_OK) agent_log("services: could not start");
     if (pods_start(&a) != TIDE_OK) {
         agent_log("pods: could not start");

@@ -50,11 +50,16 @@ int nodes_parse_spec(const char *spec, agent_node_t *n, char *err, size_t errlen
         const char *k = tok, *v = eq + 1;
         char *dst = NULL;
         size_t dlen = 0;
-        if (strcmp(k, "cpu") == 0) dst = n->cpu, dlen = sizeof n->cpu;
-        else if (strcmp(k, "memory") == 0) dst = n->memory, dlen = sizeof n->memory;
-        else if (strcmp(k, "gpu") == 0) dst = n->gpu, dlen = sizeof n->gpu;
-        else if (strcmp(k, "pods") == 0) dst = n->pods, dlen = sizeof n->pods;
-        else if (strcmp(k, "storage") == 0) dst = n->storage, dlen = sizeof n->storage;
+        if (strcmp(k, "cpu") == 0)
+            dst = n->cpu, dlen = sizeof n->cpu;
+        else if (strcmp(k, "memory") == 0)
+            dst = n->memory, dlen = sizeof n->memory;
+        else if (strcmp(k, "gpu") == 0)
+            dst = n->gpu, dlen = sizeof n->gpu;
+        else if (strcmp(k, "pods") == 0)
+            dst = n->pods, dlen = sizeof n->pods;
+        else if (strcmp(k, "storage") == 0)
+            dst = n->storage, dlen = sizeof n->storage;
         if (dst) {
             if (!is_quantity(v) || strlen(v) >= dlen) {
                 snprintf(err, errlen, "--node %s: %s=%s is not a quantity", spec, k, v);
@@ -73,15 +78,18 @@ int nodes_parse_spec(const char *spec, agent_node_t *n, char *err, size_t errlen
             /* key[=value]:Effect */
             char *colon = strrchr(v, ':');
             if (!colon || colon == v) {
-                snprintf(err, errlen, "--node %s: taint=%s is not taint=key[=value]:Effect", spec, v);
+                snprintf(err, errlen, "--node %s: taint=%s is not taint=key[=value]:Effect", spec,
+                         v);
                 goto out;
             }
             *colon = 0;
             const char *effect = colon + 1;
             if (strcmp(effect, "NoSchedule") && strcmp(effect, "PreferNoSchedule") &&
                 strcmp(effect, "NoExecute")) {
-                snprintf(err, errlen, "--node %s: taint effect %s is not NoSchedule, PreferNoSchedule or NoExecute",
-                         spec, effect);
+                snprintf(
+                    err, errlen,
+                    "--node %s: taint effect %s is not NoSchedule, PreferNoSchedule or NoExecute",
+                    spec, effect);
                 goto out;
             }
             char *e2 = strchr(v, '=');
@@ -90,7 +98,8 @@ int nodes_parse_spec(const char *spec, agent_node_t *n, char *err, size_t errlen
             if (e2) json_object_set_new(t, "value", json_string(e2 + 1));
             json_array_append_new(n->taints, t);
         } else {
-            snprintf(err, errlen, "--node %s: unknown key %s (cpu, memory, gpu, pods, storage, label, taint)",
+            snprintf(err, errlen,
+                     "--node %s: unknown key %s (cpu, memory, gpu, pods, storage, label, taint)",
                      spec, k);
             goto out;
         }
@@ -119,7 +128,8 @@ static json_t *resources(const agent_node_t *n)
 {
     json_t *r = json_pack("{s:s,s:s,s:s,s:s}", "cpu", n->cpu, "memory", n->memory, "pods", n->pods,
                           "ephemeral-storage", n->storage);
-    if (n->gpu[0] && strcmp(n->gpu, "0") != 0) json_object_set_new(r, "nvidia.com/gpu", json_string(n->gpu));
+    if (n->gpu[0] && strcmp(n->gpu, "0") != 0)
+        json_object_set_new(r, "nvidia.com/gpu", json_string(n->gpu));
     return r;
 }
 
@@ -134,21 +144,23 @@ static json_t *node_status(agent_t *a, const agent_node_t *n, int ready)
                                               {"DiskPressure", "KubeletHasNoDiskPressure"},
                                               {"PIDPressure", "KubeletHasSufficientPID"}};
     for (int i = 0; i < 3; i++)
-        json_array_append_new(conds, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", pressure[i][0],
-                                               "status", "False", "reason", pressure[i][1], "message",
-                                               "tide-node-agent does not measure pressure",
-                                               "lastHeartbeatTime", now, "lastTransitionTime", now));
-    json_array_append_new(conds, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Ready", "status",
-                                           ready ? "True" : "False", "reason",
-                                           ready ? "KubeletReady" : "KubeletNotReady", "message",
-                                           ready ? "tide-node-agent is posting ready status"
-                                                 : "tide-node-agent stopped",
-                                           "lastHeartbeatTime", now, "lastTransitionTime", now));
+        json_array_append_new(conds,
+                              json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", pressure[i][0],
+                                        "status", "False", "reason", pressure[i][1], "message",
+                                        "tide-node-agent does not measure pressure",
+                                        "lastHeartbeatTime", now, "lastTransitionTime", now));
+    json_array_append_new(
+        conds,
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Ready", "status", ready ? "True" : "False",
+                  "reason", ready ? "KubeletReady" : "KubeletNotReady", "message",
+                  ready ? "tide-node-agent is posting ready status" : "tide-node-agent stopped",
+                  "lastHeartbeatTime", now, "lastTransitionTime", now));
     /* lastTransitionTime is the same as the heartbeat here; a strategic merge
      * keyed on type keeps the server's older value only if we omitted it, which
      * we cannot without remembering; the schedulers do not read it. */
     return json_pack(
-        "{s:{s:o,s:o,s:o,s:[{s:s,s:s},{s:s,s:s}],s:{s:{s:i}},s:{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}}}",
+        "{s:{s:o,s:o,s:o,s:[{s:s,s:s},{s:s,s:s}],s:{s:{s:i}},s:{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:"
+        "s}}}",
         "status", "capacity", resources(n), "allocatable", resources(n), "conditions", conds,
         "addresses", "type", "InternalIP", "address", a->host_ip, "type", "Hostname", "address",
         n->name, "daemonEndpoints", "kubeletEndpoint", "Port", 0, "nodeInfo", "machineID", n->name,
@@ -163,7 +175,8 @@ static int post_status(agent_t *a, agent_node_t *n, int ready)
     tide__k8s_path(path, sizeof path, "v1", NULL, "nodes", n->name, NULL);
     json_t *st = node_status(a, n, ready);
     tide__k8s_resp_t r;
-    int rc = tide__k8s_patch_status(a->client, path, st, "application/strategic-merge-patch+json", &r);
+    int rc =
+        tide__k8s_patch_status(a->client, path, st, "application/strategic-merge-patch+json", &r);
     json_decref(st);
     if (rc != TIDE_OK && rc != TIDE_ENOTFOUND) agent_log("node %s: status: %s", n->name, r.message);
     tide__k8s_resp_clear(&r);
@@ -174,22 +187,24 @@ static int put_lease(agent_t *a, agent_node_t *n)
 {
     char path[512], coll[256], now[48];
     agent_rfc3339_micro(now, sizeof now);
-    tide__k8s_path(coll, sizeof coll, "coordination.k8s.io/v1", "kube-node-lease", "leases", NULL, NULL);
-    tide__k8s_path(path, sizeof path, "coordination.k8s.io/v1", "kube-node-lease", "leases", n->name, NULL);
+    tide__k8s_path(coll, sizeof coll, "coordination.k8s.io/v1", "kube-node-lease", "leases", NULL,
+                   NULL);
+    tide__k8s_path(path, sizeof path, "coordination.k8s.io/v1", "kube-node-lease", "leases",
+                   n->name, NULL);
     tide__k8s_resp_t r;
-    json_t *patch = json_pack("{s:{s:s,s:s,s:i}}", "spec", "renewTime", now, "holderIdentity", n->name,
-                              "leaseDurationSeconds", a->lease_seconds);
+    json_t *patch = json_pack("{s:{s:s,s:s,s:i}}", "spec", "renewTime", now, "holderIdentity",
+                              n->name, "leaseDurationSeconds", a->lease_seconds);
     int rc = tide__k8s_patch_merge(a->client, path, patch, &r);
     json_decref(patch);
     if (rc == TIDE_ENOTFOUND) {
         tide__k8s_resp_clear(&r);
         /* Owned by the Node, so deleting the Node removes its Lease (GC). */
-        json_t *lease = json_pack(
-            "{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s}]},s:{s:s,s:i,s:s}}", "apiVersion",
-            "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", n->name, "namespace",
-            "kube-node-lease", "ownerReferences", "apiVersion", "v1", "kind", "Node", "name", n->name,
-            "uid", n->uid, "spec", "holderIdentity", n->name, "leaseDurationSeconds", a->lease_seconds,
-            "renewTime", now);
+        json_t *lease =
+            json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s}]},s:{s:s,s:i,s:s}}", "apiVersion",
+                      "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", n->name,
+                      "namespace", "kube-node-lease", "ownerReferences", "apiVersion", "v1", "kind",
+                      "Node", "name", n->name, "uid", n->uid, "spec", "holderIdentity", n->name,
+                      "leaseDurationSeconds", a->lease_seconds, "renewTime", now);
         rc = tide__k8s_create(a->client, coll, lease, &r);
         json_decref(lease);
     }
@@ -268,14 +283,22 @@ int nodes_register_all(agent_t *a)
     return failed;
 }
 
-void *nodes_heartbeat_main(void *arg)
+/* One share of the heartbeats: nodes first, first + stride, ... The period is
+ * kept from start to start, so a slow pass (hundreds of nodes on a loaded
+ * apiserver) shortens the sleep instead of stretching the renewal interval. */
+static void *heartbeat_part(void *arg)
 {
-    agent_t *a = arg;
+    reg_part_t *part = arg;
+    agent_t *a = part->a;
     long renew_ms = a->lease_seconds * 1000L / 4;
-    long last_status = agent_now_ms();
-    while (!agent_sleep(a, renew_ms)) {
+    long next = agent_now_ms() + renew_ms, last_status = agent_now_ms();
+    for (;;) {
+        long wait = next - agent_now_ms();
+        if (agent_sleep(a, wait > 0 ? wait : 0)) break;
+        next += renew_ms;
+        if (next < agent_now_ms()) next = agent_now_ms() + renew_ms; /* fell behind: no burst */
         int do_status = agent_now_ms() - last_status >= a->status_seconds * 1000L;
-        for (int i = 0; i < a->nnodes && !atomic_load(&a->stop); i++) {
+        for (int i = part->first; i < a->nnodes && !atomic_load(&a->stop); i += part->stride) {
             agent_node_t *n = &a->nodes[i];
             if (!n->registered) {
                 register_node(a, n);
@@ -293,6 +316,26 @@ void *nodes_heartbeat_main(void *arg)
         }
         if (do_status) last_status = agent_now_ms();
     }
+    return NULL;
+}
+
+void *nodes_heartbeat_main(void *arg)
+{
+    agent_t *a = arg;
+    /* Four shares in parallel when there are many nodes, as for registration. */
+    enum { PARTS = 4 };
+    int n = a->nnodes >= 16 ? PARTS : 1;
+    reg_part_t parts[PARTS];
+    pthread_t t[PARTS];
+    int started[PARTS] = {0};
+    for (int i = 1; i < n; i++) {
+        parts[i] = (reg_part_t){a, i, n, 0};
+        started[i] = pthread_create(&t[i], NULL, heartbeat_part, &parts[i]) == 0;
+    }
+    parts[0] = (reg_part_t){a, 0, n, 0};
+    heartbeat_part(&parts[0]);
+    for (int i = 1; i < n; i++)
+        if (started[i]) pthread_join(t[i], NULL);
     return NULL;
 }
 

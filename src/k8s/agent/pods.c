@@ -28,7 +28,7 @@ enum { CS_WAITING = 0, CS_RUNNING, CS_TERMINATED };
 typedef struct ctr {
     char name[128];
     char image[512];
-    pid_t pid; /* > 0 while running */
+    pid_t pid;      /* > 0 while running */
     pid_t last_pid; /* of the latest run, for containerID */
     int state;
     int restarts;
@@ -53,8 +53,8 @@ typedef struct pod {
     int terminating;
     long kill_at;
     int killed;
-    int gone;      /* the API object is gone */
-    int removed;   /* we deleted it after termination */
+    int gone;    /* the API object is gone */
+    int removed; /* we deleted it after termination */
     int dirty;
     int ready;
     time_t ready_since, start_time;
@@ -129,7 +129,8 @@ static char *expand(const char *s, json_t *env)
         if (!val) val = one;
         size_t vl = strlen(val);
         if (len + vl + 1 > cap) {
-            while (len + vl + 1 > cap) cap *= 2;
+            while (len + vl + 1 > cap)
+                cap *= 2;
             char *n = realloc(out, cap);
             if (!n) {
                 free(out);
@@ -160,7 +161,8 @@ static const char *field_ref(pod_t *p, const char *path, char *buf, size_t len)
         agent_ip_str(p->ip, buf, len);
         return buf;
     }
-    if (strcmp(path, "status.hostIP") == 0 || strcmp(path, "status.hostIPs") == 0) return ag->host_ip;
+    if (strcmp(path, "status.hostIP") == 0 || strcmp(path, "status.hostIPs") == 0)
+        return ag->host_ip;
     /* metadata.labels['k'] and metadata.annotations['k'] */
     const char *kinds[] = {"metadata.labels['", "metadata.annotations['"};
     for (int i = 0; i < 2; i++) {
@@ -204,7 +206,8 @@ static int kv_source(pod_t *p, int secret, const char *name, const char *key, co
     int out = 1;
     const char *k;
     json_t *v;
-    json_object_foreach(data, k, v) {
+    json_object_foreach(data, k, v)
+    {
         if (key && strcmp(k, key) != 0) continue;
         const char *s = json_string_value(v);
         if (!s) continue;
@@ -230,7 +233,9 @@ static int kv_source(pod_t *p, int secret, const char *name, const char *key, co
         free(val);
         out = 0;
     }
-    if (key && out) snprintf(err, errlen, "key \"%s\" not found in %s \"%s\"", key, secret ? "secret" : "configmap", name);
+    if (key && out)
+        snprintf(err, errlen, "key \"%s\" not found in %s \"%s\"", key,
+                 secret ? "secret" : "configmap", name);
     if (!key) out = 0;
     tide__k8s_resp_clear(&r);
     return out;
@@ -241,9 +246,12 @@ static double quantity(const char *s)
     if (!s) return 0;
     char *end;
     double v = strtod(s, &end);
-    static const struct { const char *suf; double mul; } sufs[] = {
-        {"m", 1e-3}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
-        {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
+    static const struct {
+        const char *suf;
+        double mul;
+    } sufs[] = {{"m", 1e-3},       {"k", 1e3},           {"M", 1e6},
+                {"G", 1e9},        {"T", 1e12},          {"Ki", 1024.0},
+                {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
     for (size_t i = 0; i < sizeof sufs / sizeof sufs[0]; i++)
         if (strcmp(end, sufs[i].suf) == 0) return v * sufs[i].mul;
     return v;
@@ -269,7 +277,8 @@ static int build_env(pod_t *p, json_t *c, json_t *env, char *err, size_t errlen)
         json_object_set(env, json_string_value(json_array_get(e, 0)), json_array_get(e, 1));
     json_decref(links);
 
-    json_array_foreach(json_object_get(c, "envFrom"), i, e) {
+    json_array_foreach(json_object_get(c, "envFrom"), i, e)
+    {
         const char *prefix = json_string_value(json_object_get(e, "prefix"));
         json_t *cm = json_object_get(e, "configMapRef"), *sec = json_object_get(e, "secretRef");
         json_t *ref = cm ? cm : sec;
@@ -278,7 +287,8 @@ static int build_env(pod_t *p, json_t *c, json_t *env, char *err, size_t errlen)
         int r = kv_source(p, sec != NULL, name, NULL, prefix, env, NULL, err, errlen);
         if (r < 0 || (r > 0 && !json_is_true(json_object_get(ref, "optional")))) return -1;
     }
-    json_array_foreach(json_object_get(c, "env"), i, e) {
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
         const char *name = json_string_value(json_object_get(e, "name"));
         if (!name) continue;
         json_t *vf = json_object_get(e, "valueFrom");
@@ -306,8 +316,10 @@ static int build_env(pod_t *p, json_t *c, json_t *env, char *err, size_t errlen)
             if (cname) {
                 size_t j;
                 json_t *cc;
-                json_array_foreach(tide__k8s_at(p->obj, "spec.containers"), j, cc)
-                    if (strcmp(json_string_value(json_object_get(cc, "name")) ?: "", cname) == 0) target = cc;
+                json_array_foreach(
+                    tide__k8s_at(p->obj, "spec.containers"), j,
+                    cc) if (strcmp(json_string_value(json_object_get(cc, "name")) ?: "", cname) ==
+                            0) target = cc;
             }
             int cpu = strstr(rf, "cpu") != NULL;
             const char *dot = strchr(rf, '.');
@@ -329,12 +341,13 @@ static int build_env(pod_t *p, json_t *c, json_t *env, char *err, size_t errlen)
             json_object_set_new(env, name, json_string(buf));
             continue;
         }
-        json_t *cmk = json_object_get(vf, "configMapKeyRef"), *sk = json_object_get(vf, "secretKeyRef");
+        json_t *cmk = json_object_get(vf, "configMapKeyRef"),
+               *sk = json_object_get(vf, "secretKeyRef");
         json_t *ref = cmk ? cmk : sk;
         if (ref) {
             char *v = NULL;
-            int r = kv_source(p, sk != NULL, tide__k8s_str(ref, "name") ?: "", tide__k8s_str(ref, "key") ?: "",
-                              NULL, env, &v, err, errlen);
+            int r = kv_source(p, sk != NULL, tide__k8s_str(ref, "name") ?: "",
+                              tide__k8s_str(ref, "key") ?: "", NULL, env, &v, err, errlen);
             if (r == 0) {
                 json_object_set_new(env, name, json_string(v ? v : ""));
                 free(v);
@@ -427,23 +440,26 @@ static int push_status(pod_t *p)
         ctr_t *c = &p->ctrs[i];
         char id[200];
         snprintf(id, sizeof id, "tide://%s/%d", p->node, (int)c->last_pid);
-        json_t *s = json_pack("{s:s,s:s,s:s,s:b,s:b,s:i,s:o}", "name", c->name, "image", c->image,
-                              "imageID", "", "ready", c->state == CS_RUNNING && p->ready, "started",
-                              c->state == CS_RUNNING, "restartCount", c->restarts, "state",
-                              ctr_state(c));
+        json_t *s =
+            json_pack("{s:s,s:s,s:s,s:b,s:b,s:i,s:o}", "name", c->name, "image", c->image,
+                      "imageID", "", "ready", c->state == CS_RUNNING && p->ready, "started",
+                      c->state == CS_RUNNING, "restartCount", c->restarts, "state", ctr_state(c));
         if (c->ever_ran) json_object_set_new(s, "containerID", json_string(id));
-        json_object_set_new(s, "lastState", c->last_state ? json_incref(c->last_state) : json_object());
+        json_object_set_new(s, "lastState",
+                            c->last_state ? json_incref(c->last_state) : json_object());
         json_array_append_new(cs, s);
     }
     /* podIPs and hostIPs merge by key in a strategic patch; "$patch: replace"
      * makes ours the whole list (two IPs of one family are invalid). */
-    json_t *st = json_pack("{s:{s:s,s:s,s:[{s:s},{s:s}],s:s,s:[{s:s},{s:s}],s:s,s:o,s:o}}", "status",
-                           "phase", p->phase, "hostIP", ag->host_ip, "hostIPs", "ip", ag->host_ip,
-                           "$patch", "replace", "podIP", ip, "podIPs", "ip", ip, "$patch", "replace",
-                           "startTime", t0, "conditions", conds, "containerStatuses", cs);
+    json_t *st =
+        json_pack("{s:{s:s,s:s,s:[{s:s},{s:s}],s:s,s:[{s:s},{s:s}],s:s,s:o,s:o}}", "status",
+                  "phase", p->phase, "hostIP", ag->host_ip, "hostIPs", "ip", ag->host_ip, "$patch",
+                  "replace", "podIP", ip, "podIPs", "ip", ip, "$patch", "replace", "startTime", t0,
+                  "conditions", conds, "containerStatuses", cs);
     tide__k8s_path(path, sizeof path, "v1", p->ns, "pods", p->name, NULL);
     tide__k8s_resp_t r;
-    int rc = tide__k8s_patch_status(ag->client, path, st, "application/strategic-merge-patch+json", &r);
+    int rc =
+        tide__k8s_patch_status(ag->client, path, st, "application/strategic-merge-patch+json", &r);
     json_decref(st);
     if (rc == TIDE_OK) {
         p->dirty = 0;
@@ -507,7 +523,8 @@ static json_t *find_spec(pod_t *p, const char *name)
 {
     size_t i;
     json_t *c;
-    json_array_foreach(tide__k8s_at(p->obj, "spec.containers"), i, c) {
+    json_array_foreach(tide__k8s_at(p->obj, "spec.containers"), i, c)
+    {
         const char *n = json_string_value(json_object_get(c, "name"));
         if (n && strcmp(n, name) == 0) return c;
     }
@@ -517,7 +534,8 @@ static json_t *find_spec(pod_t *p, const char *name)
 static void free_strv(char **v)
 {
     if (!v) return;
-    for (char **x = v; *x; x++) free(*x);
+    for (char **x = v; *x; x++)
+        free(*x);
     free(v);
 }
 
@@ -549,7 +567,8 @@ static int ctr_start(pod_t *p, ctr_t *c)
     if (nargv == 0) {
         json_decref(env);
         ctr_fail_start(c, "StartError", 128,
-                       "no command: tide-node-agent runs the container's command on the host and ignores its image");
+                       "no command: tide-node-agent runs the container's command on the host and "
+                       "ignores its image");
         p->dirty = 1;
         return 0;
     }
@@ -561,7 +580,8 @@ static int ctr_start(pod_t *p, ctr_t *c)
     json_array_foreach(args, i, v) argv[k++] = expand(json_string_value(v) ?: "", env);
     const char *key;
     k = 0;
-    json_object_foreach(env, key, v) {
+    json_object_foreach(env, key, v)
+    {
         size_t n = strlen(key) + strlen(json_string_value(v)) + 2;
         envp[k] = malloc(n);
         snprintf(envp[k], n, "%s=%s", key, json_string_value(v));
@@ -588,7 +608,8 @@ static int ctr_start(pod_t *p, ctr_t *c)
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        for (int s = 1; s < 32; s++) sigaction(s, &dfl, NULL);
+        for (int s = 1; s < 32; s++)
+            sigaction(s, &dfl, NULL);
         sigprocmask(SIG_SETMASK, &all, NULL); /* the agent blocks SIGTERM/SIGINT */
         int e = 0;
         /* Without a workingDir the pod's own directory (its logs' home) is the
@@ -630,7 +651,8 @@ static int ctr_start(pod_t *p, ctr_t *c)
             c->ever_ran = 1;
             c->started_at = time(NULL);
             c->reason[0] = c->message[0] = 0;
-            agent_log("pod %s/%s container %s: started pid %d (%s)", p->ns, p->name, c->name, (int)pid, argv[0]);
+            agent_log("pod %s/%s container %s: started pid %d (%s)", p->ns, p->name, c->name,
+                      (int)pid, argv[0]);
         }
     }
     if (ep[0] >= 0) close(ep[0]);
@@ -652,7 +674,8 @@ static void pod_start(pod_t *p)
     p->start_time = time(NULL);
     int retry = 0;
     for (int i = 0; i < p->nctr; i++)
-        if (p->ctrs[i].state != CS_RUNNING && !p->ctrs[i].ever_ran) retry |= ctr_start(p, &p->ctrs[i]);
+        if (p->ctrs[i].state != CS_RUNNING && !p->ctrs[i].ever_ran)
+            retry |= ctr_start(p, &p->ctrs[i]);
     p->started = !retry;
     if (retry) p->retry_at = agent_now_ms() + 2000;
     compute_phase(p);
@@ -680,7 +703,8 @@ static void begin_termination(pod_t *p)
     long grace = json_is_integer(g) ? (long)json_integer_value(g) : 30;
     if (grace < 0) grace = 0;
     p->kill_at = agent_now_ms() + grace * 1000;
-    for (int i = 0; i < p->nctr; i++) p->ctrs[i].restart_at = 0;
+    for (int i = 0; i < p->nctr; i++)
+        p->ctrs[i].restart_at = 0;
     if (any_running(p)) {
         agent_log("pod %s/%s: deleting: SIGTERM, SIGKILL in %ld s", p->ns, p->name, grace);
         signal_all(p, SIGTERM);
@@ -715,9 +739,12 @@ static pod_t *new_pod(json_t *obj)
     p->ctrs = calloc((size_t)(p->nctr ? p->nctr : 1), sizeof(ctr_t));
     size_t i;
     json_t *c;
-    json_array_foreach(cs, i, c) {
-        snprintf(p->ctrs[i].name, sizeof p->ctrs[i].name, "%s", json_string_value(json_object_get(c, "name")) ?: "");
-        snprintf(p->ctrs[i].image, sizeof p->ctrs[i].image, "%s", json_string_value(json_object_get(c, "image")) ?: "");
+    json_array_foreach(cs, i, c)
+    {
+        snprintf(p->ctrs[i].name, sizeof p->ctrs[i].name, "%s",
+                 json_string_value(json_object_get(c, "name")) ?: "");
+        snprintf(p->ctrs[i].image, sizeof p->ctrs[i].image, "%s",
+                 json_string_value(json_object_get(c, "image")) ?: "");
     }
     p->next = pods;
     pods = p;
@@ -727,10 +754,12 @@ static pod_t *new_pod(json_t *obj)
 static void free_pod(pod_t *p)
 {
     pod_t **pp = &pods;
-    while (*pp && *pp != p) pp = &(*pp)->next;
+    while (*pp && *pp != p)
+        pp = &(*pp)->next;
     if (*pp) *pp = p->next;
     ip_free(p->ip);
-    for (int i = 0; i < p->nctr; i++) json_decref(p->ctrs[i].last_state);
+    for (int i = 0; i < p->nctr; i++)
+        json_decref(p->ctrs[i].last_state);
     free(p->ctrs);
     json_decref(p->obj);
     free(p);
@@ -765,7 +794,8 @@ static void adopt(pod_t *p, json_t *obj)
     size_t i;
     json_t *cs;
     int ran = 0;
-    json_array_foreach(tide__k8s_at(obj, "status.containerStatuses"), i, cs) {
+    json_array_foreach(tide__k8s_at(obj, "status.containerStatuses"), i, cs)
+    {
         const char *name = json_string_value(json_object_get(cs, "name"));
         json_t *st = json_object_get(cs, "state");
         json_t *term = json_object_get(st, "terminated");
@@ -779,12 +809,14 @@ static void adopt(pod_t *p, json_t *obj)
             c->started_at = c->finished_at = time(NULL);
             if (term) {
                 c->exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
-                snprintf(c->reason, sizeof c->reason, "%s", json_string_value(json_object_get(term, "reason")) ?: "Error");
+                snprintf(c->reason, sizeof c->reason, "%s",
+                         json_string_value(json_object_get(term, "reason")) ?: "Error");
             } else {
                 c->exit_code = 137;
                 snprintf(c->reason, sizeof c->reason, "ContainerStatusUnknown");
-                snprintf(c->message, sizeof c->message,
-                         "The container was running when tide-node-agent stopped; its process is gone");
+                snprintf(
+                    c->message, sizeof c->message,
+                    "The container was running when tide-node-agent stopped; its process is gone");
             }
         }
     }
@@ -805,8 +837,8 @@ static void adopt(pod_t *p, json_t *obj)
          * API already says. */
         uint32_t old;
         const char *s = tide__k8s_str(obj, "status.podIP");
-        if (s && agent_ip_parse(s, &old) == 0 && old > ag->pod_net && old - ag->pod_net < ipcount - 1 &&
-            !ipused[old - ag->pod_net]) {
+        if (s && agent_ip_parse(s, &old) == 0 && old > ag->pod_net &&
+            old - ag->pod_net < ipcount - 1 && !ipused[old - ag->pod_net]) {
             ipused[old - ag->pod_net] = 1;
             p->ip = old;
         } else {
@@ -877,10 +909,11 @@ static void reap(void)
                     c->signal = 0;
                     c->exit_code = WEXITSTATUS(st);
                 }
-                snprintf(c->reason, sizeof c->reason, "%s", c->exit_code == 0 ? "Completed" : "Error");
+                snprintf(c->reason, sizeof c->reason, "%s",
+                         c->exit_code == 0 ? "Completed" : "Error");
                 c->message[0] = 0;
-                agent_log("pod %s/%s container %s: exited %d%s", p->ns, p->name, c->name, c->exit_code,
-                          c->signal ? " (signal)" : "");
+                agent_log("pod %s/%s container %s: exited %d%s", p->ns, p->name, c->name,
+                          c->exit_code, c->signal ? " (signal)" : "");
                 schedule_restart(p, c);
                 p->dirty = 1;
             }
@@ -1018,20 +1051,24 @@ void pods_stop(agent_t *a, long grace_ms)
     pthread_mutex_unlock(&qlock);
     pthread_join(watch_thr, NULL);
     pthread_join(sup_thr, NULL);
-    for (pod_t *p = pods; p; p = p->next) signal_all(p, SIGTERM);
+    for (pod_t *p = pods; p; p = p->next)
+        signal_all(p, SIGTERM);
     long end = agent_now_ms() + grace_ms;
     for (;;) {
         reap();
         int left = 0;
-        for (pod_t *p = pods; p; p = p->next) left |= any_running(p);
+        for (pod_t *p = pods; p; p = p->next)
+            left |= any_running(p);
         if (!left) break;
         if (agent_now_ms() >= end) {
-            for (pod_t *p = pods; p; p = p->next) signal_all(p, SIGKILL);
+            for (pod_t *p = pods; p; p = p->next)
+                signal_all(p, SIGKILL);
             end = agent_now_ms() + 60000;
         }
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    while (pods) free_pod(pods);
+    while (pods)
+        free_pod(pods);
     free(ipused);
 }

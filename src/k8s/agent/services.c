@@ -93,13 +93,15 @@ static void links_for(agent_t *a, json_t *svc, json_t *out)
     add(out, k, ip);
     size_t i;
     json_t *p;
-    json_array_foreach(ports, i, p) {
+    json_array_foreach(ports, i, p)
+    {
         json_int_t port = json_integer_value(json_object_get(p, "port"));
         const char *pn = json_string_value(json_object_get(p, "name"));
         const char *proto = json_string_value(json_object_get(p, "protocol"));
         char lproto[8], uproto[8];
         snprintf(uproto, sizeof uproto, "%s", proto ? proto : "TCP");
-        for (int j = 0; uproto[j]; j++) lproto[j] = (char)(uproto[j] | 0x20), lproto[j + 1] = 0;
+        for (int j = 0; uproto[j]; j++)
+            lproto[j] = (char)(uproto[j] | 0x20), lproto[j + 1] = 0;
         snprintf(v, sizeof v, "%lld", (long long)port);
         if (i == 0) {
             snprintf(k, sizeof k, "%s_SERVICE_PORT", up);
@@ -134,7 +136,8 @@ void services_env(agent_t *a, const char *ns, int links, json_t *out)
     if (svc_store) {
         const char *key;
         json_t *svc;
-        json_object_foreach(svc_store, key, svc) {
+        json_object_foreach(svc_store, key, svc)
+        {
             const char *sns = tide__k8s_str(svc, "metadata.namespace");
             const char *name = tide__k8s_str(svc, "metadata.name");
             if (!sns || !name) continue;
@@ -163,9 +166,12 @@ static int pod_port(json_t *pod, json_t *target)
     if (strspn(tn, "0123456789") == strlen(tn)) return atoi(tn);
     size_t i, j;
     json_t *c, *p;
-    json_array_foreach(tide__k8s_at(pod, "spec.containers"), i, c) json_array_foreach(json_object_get(c, "ports"), j, p) {
+    json_array_foreach(tide__k8s_at(pod, "spec.containers"), i, c)
+        json_array_foreach(json_object_get(c, "ports"), j, p)
+    {
         const char *n = json_string_value(json_object_get(p, "name"));
-        if (n && strcmp(n, tn) == 0) return (int)json_integer_value(json_object_get(p, "containerPort"));
+        if (n && strcmp(n, tn) == 0)
+            return (int)json_integer_value(json_object_get(p, "containerPort"));
     }
     return 0;
 }
@@ -175,7 +181,8 @@ static int pod_ready(json_t *pod)
     if (tide__k8s_at(pod, "metadata.deletionTimestamp")) return 0;
     size_t i;
     json_t *c;
-    json_array_foreach(tide__k8s_at(pod, "status.conditions"), i, c) {
+    json_array_foreach(tide__k8s_at(pod, "status.conditions"), i, c)
+    {
         const char *t = json_string_value(json_object_get(c, "type"));
         if (t && strcmp(t, "Ready") == 0)
             return strcmp(json_string_value(json_object_get(c, "status")) ?: "", "True") == 0;
@@ -202,7 +209,8 @@ static int endpoints(const conn_t *c, uint32_t *ips, int *ports, int max)
         json_t *target = NULL;
         size_t i;
         json_t *sp;
-        json_array_foreach(tide__k8s_at(svc, "spec.ports"), i, sp) {
+        json_array_foreach(tide__k8s_at(svc, "spec.ports"), i, sp)
+        {
             const char *pn = json_string_value(json_object_get(sp, "name"));
             if (strcmp(pn ? pn : "", c->port_name) == 0) {
                 target = json_object_get(sp, "targetPort");
@@ -210,19 +218,25 @@ static int endpoints(const conn_t *c, uint32_t *ips, int *ports, int max)
             }
         }
         json_t *pod;
-        json_object_foreach(pod_store, key, pod) {
-            if (strcmp(tide__k8s_str(pod, "metadata.namespace") ?: "", c->ns) != 0 || !pod_ready(pod)) continue;
+        json_object_foreach(pod_store, key, pod)
+        {
+            if (strcmp(tide__k8s_str(pod, "metadata.namespace") ?: "", c->ns) != 0 ||
+                !pod_ready(pod))
+                continue;
             json_t *labels = tide__k8s_at(pod, "metadata.labels");
             const char *lk;
             json_t *lv;
             int match = 1;
-            json_object_foreach(sel, lk, lv) {
+            json_object_foreach(sel, lk, lv)
+            {
                 const char *have = json_string_value(json_object_get(labels, lk));
-                if (!have || !json_string_value(lv) || strcmp(have, json_string_value(lv)) != 0) match = 0;
+                if (!have || !json_string_value(lv) || strcmp(have, json_string_value(lv)) != 0)
+                    match = 0;
             }
             uint32_t ip;
             int port = match ? pod_port(pod, target) : 0;
-            if (port <= 0 || agent_ip_parse(tide__k8s_str(pod, "status.podIP") ?: "", &ip) < 0) continue;
+            if (port <= 0 || agent_ip_parse(tide__k8s_str(pod, "status.podIP") ?: "", &ip) < 0)
+                continue;
             if (n < max) {
                 ips[n] = ip;
                 ports[n] = port;
@@ -232,29 +246,34 @@ static int endpoints(const conn_t *c, uint32_t *ips, int *ports, int max)
         return n;
     }
     json_t *sl;
-    json_object_foreach(slice_store, key, sl) {
+    json_object_foreach(slice_store, key, sl)
+    {
         const char *sns = tide__k8s_str(sl, "metadata.namespace");
         /* The label key has dots, so it is looked up directly, not by path. */
         json_t *labels = tide__k8s_at(sl, "metadata.labels");
-        const char *owner = json_string_value(json_object_get(labels, "kubernetes.io/service-name"));
+        const char *owner =
+            json_string_value(json_object_get(labels, "kubernetes.io/service-name"));
         if (!sns || !owner || strcmp(sns, c->ns) || strcmp(owner, c->svc)) continue;
         const char *at = tide__k8s_str(sl, "addressType");
         if (at && strcmp(at, "IPv4") != 0) continue;
         int port = 0;
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(sl, "ports"), i, p) {
+        json_array_foreach(json_object_get(sl, "ports"), i, p)
+        {
             const char *pn = json_string_value(json_object_get(p, "name"));
             if (strcmp(pn ? pn : "", c->port_name) == 0)
                 port = (int)json_integer_value(json_object_get(p, "port"));
         }
         if (port <= 0) continue;
         json_t *e;
-        json_array_foreach(json_object_get(sl, "endpoints"), i, e) {
+        json_array_foreach(json_object_get(sl, "endpoints"), i, e)
+        {
             json_t *ready = tide__k8s_at(e, "conditions.ready");
             /* Absent means ready (the EndpointSlice API's own rule). */
             if (ready && json_is_false(ready)) continue;
-            const char *addr = json_string_value(json_array_get(json_object_get(e, "addresses"), 0));
+            const char *addr =
+                json_string_value(json_array_get(json_object_get(e, "addresses"), 0));
             uint32_t ip;
             if (!addr || agent_ip_parse(addr, &ip) < 0) continue;
             if (n < max) {
@@ -271,8 +290,8 @@ static int connect_to(uint32_t ip, int port, int timeout_ms)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr = {htonl(ip)}};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = {htonl(ip)}};
     int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     if (r < 0 && errno == EINPROGRESS) {
         struct pollfd p = {fd, POLLOUT, 0};
@@ -311,7 +330,10 @@ static void pipe_both(int a, int b)
                 if (n < 0 && errno == EINTR) continue;
                 if (n < 0) return;
                 shutdown(to, SHUT_WR);
-                if (i == 0) open_a = 0; else open_b = 0;
+                if (i == 0)
+                    open_a = 0;
+                else
+                    open_b = 0;
                 continue;
             }
             for (ssize_t off = 0; off < n;) {
@@ -408,8 +430,8 @@ static int open_listener(listener_t *l)
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port),
-                             .sin_addr = {htonl(l->ip)}};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)l->port), .sin_addr = {htonl(l->ip)}};
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
         close(fd);
         return -1;
@@ -421,15 +443,19 @@ static int open_listener(listener_t *l)
 /* Called with lock held after the Service store changed. */
 static void reconcile(void)
 {
-    for (listener_t *l = listeners; l; l = l->next) l->seen = 0;
+    for (listener_t *l = listeners; l; l = l->next)
+        l->seen = 0;
     const char *key;
     json_t *svc;
     FILE *hf = NULL;
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp", hosts_path);
     hf = fopen(tmp, "w");
-    if (hf) fprintf(hf, "# Services as seen by tide-node-agent: address name.ns.svc.cluster.local name.ns.svc name.ns\n");
-    json_object_foreach(svc_store, key, svc) {
+    if (hf)
+        fprintf(hf, "# Services as seen by tide-node-agent: address name.ns.svc.cluster.local "
+                    "name.ns.svc name.ns\n");
+    json_object_foreach(svc_store, key, svc)
+    {
         const char *ns = tide__k8s_str(svc, "metadata.namespace");
         const char *name = tide__k8s_str(svc, "metadata.name");
         const char *cip = tide__k8s_str(svc, "spec.clusterIP");
@@ -437,10 +463,13 @@ static void reconcile(void)
         if (!ns || !name || !lip) continue;
         char ip[32];
         agent_ip_str(lip, ip, sizeof ip);
-        if (hf) fprintf(hf, "%s %s.%s.svc.cluster.local %s.%s.svc %s.%s\n", ip, name, ns, name, ns, name, ns);
+        if (hf)
+            fprintf(hf, "%s %s.%s.svc.cluster.local %s.%s.svc %s.%s\n", ip, name, ns, name, ns,
+                    name, ns);
         size_t i;
         json_t *p;
-        json_array_foreach(tide__k8s_at(svc, "spec.ports"), i, p) {
+        json_array_foreach(tide__k8s_at(svc, "spec.ports"), i, p)
+        {
             const char *proto = json_string_value(json_object_get(p, "protocol"));
             if (proto && strcmp(proto, "TCP") != 0) continue;
             int port = (int)json_integer_value(json_object_get(p, "port"));
@@ -464,7 +493,8 @@ static void reconcile(void)
             snprintf(l->svc, sizeof l->svc, "%s", name);
             snprintf(l->port_name, sizeof l->port_name, "%s", pn ? pn : "");
             if (open_listener(l) < 0) {
-                agent_log("service %s/%s: cannot listen on %s:%d: %s", ns, name, ip, port, strerror(errno));
+                agent_log("service %s/%s: cannot listen on %s:%d: %s", ns, name, ip, port,
+                          strerror(errno));
                 free(l);
                 continue;
             }
@@ -480,7 +510,8 @@ static void reconcile(void)
                 close(l->fd);
                 free(l);
             } else {
-                agent_log("service %s/%s: forwarding %s:%d (ClusterIP %s)", ns, name, ip, port, cip);
+                agent_log("service %s/%s: forwarding %s:%d (ClusterIP %s)", ns, name, ip, port,
+                          cip);
             }
             pthread_attr_destroy(&at);
         }
@@ -552,7 +583,7 @@ static void *watch_main(void *arg)
 {
     int which = (int)(intptr_t)arg;
     tide__k8s_watch_opts_t o = {0};
-    o.collection = which == 1 ? "/apis/discovery.k8s.io/v1/endpointslices"
+    o.collection = which == 1   ? "/apis/discovery.k8s.io/v1/endpointslices"
                    : which == 2 ? "/api/v1/pods"
                                 : "/api/v1/services";
     /* Only running pods can be endpoints; the server filters the rest out. */

@@ -18,9 +18,9 @@
 typedef struct agent_node {
     char name[128];
     char cpu[32], memory[32], pods[16], gpu[16], storage[32]; /* quantities, as given */
-    json_t *labels; /* object */
-    json_t *taints; /* array of {key, value, effect} */
-    char uid[64];   /* of the Node object once registered */
+    json_t *labels;                                           /* object */
+    json_t *taints;                                           /* array of {key, value, effect} */
+    char uid[64]; /* of the Node object once registered */
     int fake;
     int registered;
 } agent_node_t;
@@ -29,13 +29,13 @@ typedef struct agent {
     tide__k8s_client_t *client;
     agent_node_t *nodes;
     int nnodes;
-    uint32_t pod_net, pod_bits;   /* the pod range, host order: 127.0.100.0 / 24 */
-    uint32_t svc_net, svc_bits;   /* local addresses for non-loopback ClusterIPs */
-    char host_ip[32];             /* nodes' InternalIP and pods' hostIP */
-    char state_dir[PATH_MAX];     /* pod logs and the hosts file */
-    int lease_seconds;            /* Lease duration; renewed every quarter of it */
-    int status_seconds;           /* how often node status is re-posted */
-    int services;                 /* run the Service forwarder */
+    uint32_t pod_net, pod_bits; /* the pod range, host order: 127.0.100.0 / 24 */
+    uint32_t svc_net, svc_bits; /* local addresses for non-loopback ClusterIPs */
+    char host_ip[32];           /* nodes' InternalIP and pods' hostIP */
+    char state_dir[PATH_MAX];   /* pod logs and the hosts file */
+    int lease_seconds;          /* Lease duration; renewed every quarter of it */
+    int status_seconds;         /* how often node status is re-posted */
+    int services;               /* run the Service forwarder */
     atomic_int stop;
 } agent_t;
 
