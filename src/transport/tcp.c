@@ -305,7 +305,8 @@ static int peek_other(tcp_transport_t *t, const tide__coll_desc_t *d, int j)
 {
     frame_hdr_t h;
     ssize_t r = recv(t->conn[j].fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0) return scan_for_abort(t, t->conn[j].fd, 0);
+    /* A peer that hung up with nothing to say may simply have finished (it had all
+     * it needed from us); only a data path that still needs it makes that a loss. */
     if (r < (ssize_t)sizeof h) return TIDE_OK;
     if (h.magic != FRAME_MAGIC) return TIDE_EPROTO;
     if (h.type == FRAME_ABORT) return h.code < 0 && h.code > -1000 ? h.code : TIDE_EABORTED;
