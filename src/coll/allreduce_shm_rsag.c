@@ -24,8 +24,17 @@ int tide__allreduce_shm_rsag(tide__group_t *g, const tide__call_t *c)
     tide__shm_window_t *w = g->transport->ops->window(g->transport);
     int n = w->size, me = w->rank;
     size_t es = c->esize;
-    /* Slices start on 64-byte boundaries where the chunk allows. */
-    size_t chunk = w->buf_bytes / es / 16 * 16;
+    /* Chunks: small enough that copy-in, reduction and copy-out of consecutive
+     * chunks overlap (at least 8 of them), but when ranks outnumber cores every
+     * synchronisation may cost a context switch, so there the chunk is the whole
+     * buffer. Slices start on 64-byte boundaries where the chunk allows. */
+    size_t chunk_bytes = w->buf_bytes;
+    if (!w->oversubscribed) {
+        size_t want = c->bytes / 8;
+        if (want < g->tuning.shm_chunk_min) want = g->tuning.shm_chunk_min;
+        if (want < chunk_bytes) chunk_bytes = want;
+    }
+    size_t chunk = chunk_bytes / es / 16 * 16;
     if (!chunk) chunk = w->buf_bytes / es;
     size_t nchunks = c->count ? (c->count + chunk - 1) / chunk : 1;
     const unsigned char *in = c->send;
@@ -55,9 +64,11 @@ int tide__allreduce_shm_rsag(tide__group_t *g, const tide__call_t *c)
         tide__reduce_n(out + (lo + slo) * es, mine + slo * es, srcs, n, shi - slo, c->dtype,
                        c->op, c->op == TIDE_AVG ? n : 0);
         tide__shm_post(w, ph + 2);
-        TIDE_CHECK(tide__shm_wait_all(w, ph + 2));
-        for (int j = 0; j < n; j++) {
-            if (j == me) continue;
+        /* Copy each slice as soon as its rank has reduced it, starting with the
+         * next rank, rather than after all of them. */
+        for (int jj = 1; jj < n; jj++) {
+            int j = (me + jj) % n;
+            TIDE_CHECK(tide__shm_wait(w, j, ph + 2));
             size_t jlo, jhi;
             tide__split(ce / 16, n, j, &jlo, &jhi);
             jlo *= 16;

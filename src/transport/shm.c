@@ -259,6 +259,7 @@ int tide__shm_create(const tide__transport_setup_t *setup, tide__transport_t **o
     /* Oversubscribed hosts must not spin: the rank we wait for needs this core. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int over = setup->size > cpus;
+    s->win.oversubscribed = over;
     int64_t v;
     int rc = tide__env_int("TIDE_SHM_SPIN", over ? 64 : 20000, 0, 100000000, &v);
     s->spin = (int)v;

@@ -40,6 +40,7 @@ typedef struct tide__shm_window {
     unsigned char *buf[TIDE__SHM_MAX_RANKS][2];
     struct tide__shm_header *hdr[TIDE__SHM_MAX_RANKS];
     uint32_t phase; /* the last phase this rank posted */
+    int oversubscribed; /* more ranks on this host than cores: syncs are dear */
     tide__transport_t *transport;
 } tide__shm_window_t;
 
