@@ -51,3 +51,16 @@ int tide__allreduce_rdouble(tide__group_t *g, const tide__call_t *c)
         TIDE_CHECK(t->sendrecv(tr, &c->desc, r - 1, out, bytes, -1, NULL, 0, NULL, NULL));
     return TIDE_OK;
 }
+
+int tide__agree_p2p(tide__group_t *g, const tide__call_t *c)
+{
+    static const uint8_t zero = 0;
+    uint8_t out;
+    tide__call_t a = *c;
+    a.send = &zero;
+    a.recv = &out;
+    a.count = a.bytes = a.esize = 1;
+    a.dtype = TIDE_UINT8;
+    a.op = TIDE_MAX;
+    return tide__allreduce_rdouble(g, &a);
+}

@@ -55,27 +55,12 @@ static int bcast_chain(tide__group_t *g, const tide__call_t *c)
 }
 
 /* Data flows only away from the root, so a rank could finish while another rank
- * called something else. A one-byte agreement (recursive doubling, whose result
- * depends on every rank) closes that gap: it carries the broadcast's description,
- * so every rank fails if any one disagrees. Two ranks need none: their one edge
- * already carried the check. */
-static int agree(tide__group_t *g, const tide__call_t *c)
-{
-    if (g->size <= 2) return TIDE_OK;
-    static const uint8_t zero = 0;
-    uint8_t out;
-    tide__call_t a = *c;
-    a.send = &zero;
-    a.recv = &out;
-    a.count = a.bytes = a.esize = 1;
-    a.dtype = TIDE_UINT8;
-    a.op = TIDE_MAX;
-    return tide__allreduce_rdouble(g, &a);
-}
-
+ * called something else: the agreement at the end (whose result depends on every
+ * rank, and which carries the broadcast's description) closes that gap. Two ranks
+ * need none: their one edge already carried the check. */
 int tide__broadcast_p2p(tide__group_t *g, const tide__call_t *c)
 {
     if (c->bytes <= g->tuning.tcp_bcast_small || g->size == 2) TIDE_CHECK(bcast_tree(g, c));
     else TIDE_CHECK(bcast_chain(g, c));
-    return agree(g, c);
+    return g->size <= 2 ? TIDE_OK : tide__agree_p2p(g, c);
 }

@@ -82,6 +82,10 @@ int tide__broadcast_shm(tide__group_t *g, const tide__call_t *c);
 int tide__allgather_ring(tide__group_t *g, const tide__call_t *c);
 int tide__allgather_shm(tide__group_t *g, const tide__call_t *c);
 int tide__barrier_shm(tide__group_t *g, const tide__call_t *c);
+/* A one-byte allreduce that carries c's description: it returns only once every
+ * rank has joined it, and fails every rank if any one described c differently.
+ * The point-to-point barrier, and the end of the point-to-point broadcast. */
+int tide__agree_p2p(tide__group_t *g, const tide__call_t *c);
 
 /* Which algorithm select.c picks for c (for the benchmark's report). */
 enum tide__algo tide__select_allreduce(const tide__group_t *g, const tide__call_t *c);

@@ -73,19 +73,7 @@ static int dispatch(tide__group_t *g, tide__call_t *c)
     case TIDE__COLL_ALLGATHER:
         return w ? tide__allgather_shm(g, c) : tide__allgather_ring(g, c);
     case TIDE__COLL_BARRIER:
-        if (w) return tide__barrier_shm(g, c);
-        /* A one-byte allreduce: every rank's contribution must arrive. */
-        {
-            static const uint8_t zero = 0;
-            uint8_t out;
-            tide__call_t b = *c;
-            b.send = &zero;
-            b.recv = &out;
-            b.count = b.bytes = b.esize = 1;
-            b.dtype = TIDE_UINT8;
-            b.op = TIDE_MAX;
-            return tide__allreduce_rdouble(g, &b);
-        }
+        return w ? tide__barrier_shm(g, c) : tide__agree_p2p(g, c);
     default:
         return TIDE_EINVAL;
     }
