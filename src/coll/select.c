@@ -23,7 +23,7 @@ int tide__tuning_load(tide__tuning_t *t)
     t->tcp_chain_seg = (size_t)v;
     TIDE_CHECK(tide__env_int("TIDE_SHM_FLAT_MAX", 64 * 1024, 0, 1 << 30, &v));
     t->shm_flat_max = (size_t)v;
-    TIDE_CHECK(tide__env_int("TIDE_SHM_CHUNK_MIN", 64 * 1024, 4096, 1 << 30, &v));
+    TIDE_CHECK(tide__env_int("TIDE_SHM_CHUNK_MIN", 256 * 1024, 4096, 1 << 30, &v));
     t->shm_chunk_min = (size_t)v;
     t->forced_algo = TIDE__ALGO_AUTO;
     const char *a = getenv("TIDE_ALGO");

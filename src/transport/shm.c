@@ -29,7 +29,14 @@ typedef struct {
     void *map[TIDE__SHM_MAX_RANKS];
     size_t map_bytes;
     int pidfd[TIDE__SHM_MAX_RANKS];
-    int spin, yields;
+    /* Adaptive spinning: spin_ns is the current budget, between spin_min_ns and
+     * spin_max_ns. A wait that ends while spinning earns a longer budget; one
+     * that has to sleep shortens it by a quarter. On an idle host the peers answer within the
+     * budget and waits never sleep (sub-microsecond latency); when other work
+     * holds the cores, spinning would only delay the rank we wait for, and the
+     * budget falls to almost nothing within a few waits. */
+    uint64_t spin_ns, spin_min_ns, spin_max_ns;
+    int yields;
     uint64_t poll_ns;
     _Atomic int failed;
     char job_id[64];
@@ -134,10 +141,19 @@ int tide__shm_wait(tide__shm_window_t *w, int j, uint32_t target)
     shm_transport_t *s = of(w->transport);
     tide__futex_t *f = &w->hdr[j]->phase;
     _Atomic int32_t *abort_word = &w->hdr[w->rank]->abort_code;
-    for (int i = 0; i < s->spin; i++) {
-        if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) return TIDE_OK;
+    if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) return TIDE_OK;
+    uint64_t start = tide__now_ns();
+    for (unsigned i = 1;; i++) {
+        if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) {
+            uint64_t grown = s->spin_ns + s->spin_ns / 4 + 200;
+            s->spin_ns = grown < s->spin_max_ns ? grown : s->spin_max_ns;
+            return TIDE_OK;
+        }
         tide__cpu_relax();
+        if ((i & 15) == 0 && tide__now_ns() - start >= s->spin_ns) break;
     }
+    uint64_t shrunk = s->spin_ns - s->spin_ns / 4;
+    s->spin_ns = shrunk > s->spin_min_ns ? shrunk : s->spin_min_ns;
     for (int i = 0; i < s->yields; i++) {
         if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) return TIDE_OK;
         if (atomic_load_explicit(abort_word, memory_order_relaxed)) break;
@@ -261,9 +277,12 @@ int tide__shm_create(const tide__transport_setup_t *setup, tide__transport_t **o
     int over = setup->size > cpus;
     s->win.oversubscribed = over;
     int64_t v;
-    int rc = tide__env_int("TIDE_SHM_SPIN", over ? 64 : 20000, 0, 100000000, &v);
-    s->spin = (int)v;
-    if (rc == TIDE_OK) rc = tide__env_int("TIDE_SHM_YIELDS", over ? 8 : 64, 0, 1000000, &v);
+    int rc = tide__env_int("TIDE_SHM_SPIN_US", over ? 2 : 200, 0, 10000000, &v);
+    s->spin_max_ns = (uint64_t)v * 1000u;
+    uint64_t floor_ns = over ? 500 : 10000;
+    s->spin_min_ns = s->spin_max_ns < floor_ns ? s->spin_max_ns : floor_ns;
+    s->spin_ns = s->spin_max_ns;
+    if (rc == TIDE_OK) rc = tide__env_int("TIDE_SHM_YIELDS", over ? 4 : 0, 0, 1000000, &v);
     s->yields = (int)v;
     if (rc == TIDE_OK) rc = tide__env_int("TIDE_SHM_POLL_MS", 20, 1, 10000, &v);
     s->poll_ns = (uint64_t)v * 1000000ull;
