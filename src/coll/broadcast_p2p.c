@@ -56,11 +56,11 @@ static int bcast_chain(tide__group_t *g, const tide__call_t *c)
 
 /* Data flows only away from the root, so a rank could finish while another rank
  * called something else: the agreement at the end (whose result depends on every
- * rank, and which carries the broadcast's description) closes that gap. Two ranks
- * need none: their one edge already carried the check. */
+ * rank, and which carries the broadcast's description) closes that gap. Even two
+ * ranks need it: the root only sends, so it would never see its peer's view. */
 int tide__broadcast_p2p(tide__group_t *g, const tide__call_t *c)
 {
     if (c->bytes <= g->tuning.tcp_bcast_small || g->size == 2) TIDE_CHECK(bcast_tree(g, c));
     else TIDE_CHECK(bcast_chain(g, c));
-    return g->size <= 2 ? TIDE_OK : tide__agree_p2p(g, c);
+    return tide__agree_p2p(g, c);
 }

@@ -388,6 +388,7 @@ static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int t
                 deferred = prc;
                 deferred_until = tide__now_ns() + 1000000000ull;
                 nwatch = 0;
+                break;
             }
         }
         if (deferred != TIDE_OK && rc == TIDE_OK && tide__now_ns() > deferred_until) rc = deferred;
