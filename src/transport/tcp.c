@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -51,6 +52,7 @@ typedef struct {
     unsigned char *stage; /* receive staging for reduce-on-receive, frame bytes */
     _Atomic int failed;
     int poll_ms;
+    int wake_fd; /* eventfd: readable once the transport failed */
 } tcp_transport_t;
 
 static tcp_transport_t *of(tide__transport_t *t)
@@ -89,6 +91,9 @@ static void fail(tcp_transport_t *t, int code, int with_frames)
 {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&t->failed, &expected, code)) return;
+    uint64_t one = 1;
+    ssize_t w1 = write(t->wake_fd, &one, sizeof one); /* wakes this rank's own waits */
+    (void)w1;
     for (int j = 0; j < t->base.size; j++) {
         conn_t *c = &t->conn[j];
         if (c->fd < 0) continue;
@@ -98,7 +103,10 @@ static void fail(tcp_transport_t *t, int code, int with_frames)
             ssize_t w = send(c->fd, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)w;
         }
-        shutdown(c->fd, SHUT_RDWR);
+        /* Only the sending side: a shutdown for reading would answer data still
+         * arriving with a reset, and a reset discards what the peer had not read
+         * yet, failing a slower peer's collective that could still complete. */
+        shutdown(c->fd, SHUT_WR);
     }
 }
 
@@ -349,9 +357,11 @@ static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int t
     struct pollfd p[TIDE__TCP_POLL_MAX];
     int watch[TIDE__TCP_POLL_MAX];
     int nwatch = 0;
-    /* Every other peer is watched too, for a hang-up or an ABORT. */
-    for (int j = 0; j < n && nwatch < TIDE__TCP_POLL_MAX - 2; j++)
-        if (j != t->base.rank && j != to && j != from && t->conn[j].fd >= 0) watch[nwatch++] = j;
+    /* Every peer this exchange does not read from is watched for an ABORT, the
+     * one it sends to included: a failed peer stops reading, and its ABORT is how
+     * a sender blocked on it learns to stop. */
+    for (int j = 0; j < n && nwatch < TIDE__TCP_POLL_MAX - 3; j++)
+        if (j != t->base.rank && j != from && t->conn[j].fd >= 0) watch[nwatch++] = j;
     int bad_conn = -1, deferred = TIDE_OK;
     uint64_t deferred_until = 0;
     while (rc == TIDE_OK && (tx.frames_left > 0 || rx.frames_left > 0)) {
@@ -370,6 +380,7 @@ static int tcp_sendrecv(tide__transport_t *tt, const tide__coll_desc_t *d, int t
             if (np && p[0].fd == cf->fd) p[0].events |= POLLIN;
             else p[np++] = (struct pollfd){cf->fd, POLLIN, 0};
         }
+        p[np++] = (struct pollfd){t->wake_fd, POLLIN, 0};
         int first_watch = np;
         for (int i = 0; i < nwatch; i++) p[np++] = (struct pollfd){t->conn[watch[i]].fd, POLLIN | POLLRDHUP, 0};
         int pr = poll(p, (nfds_t)np, t->poll_ms);
@@ -441,6 +452,7 @@ static void tcp_destroy(tide__transport_t *tt)
     tcp_transport_t *t = of(tt);
     for (int j = 0; j < t->base.size; j++)
         if (t->conn[j].fd >= 0) close(t->conn[j].fd);
+    if (t->wake_fd >= 0) close(t->wake_fd);
     free(t->conn);
     free(t->stage);
     free(t);
@@ -472,7 +484,9 @@ int tide__tcp_create(const tide__transport_setup_t *s, tide__transport_t **out)
     t->poll_ms = (int)v;
     t->conn = calloc((size_t)s->size, sizeof *t->conn);
     t->stage = malloc(t->frame);
-    if (rc != TIDE_OK || !t->conn || !t->stage) {
+    t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (rc != TIDE_OK || !t->conn || !t->stage || t->wake_fd < 0) {
+        if (t->wake_fd >= 0) close(t->wake_fd);
         free(t->conn);
         free(t->stage);
         free(t);
