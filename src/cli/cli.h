@@ -6,5 +6,8 @@
 int tide__cli_run(int argc, char **argv);
 int tide__cli_bench(int argc, char **argv);
 int tide__cli_bench_worker(int argc, char **argv);
+/* `tide status ADDR` (status.c) and `tide report FILE [--png OUT]` (report_cmd.c). */
+int tide__cli_status(int argc, char **argv);
+int tide__cli_report(int argc, char **argv);
 
 #endif

@@ -10,6 +10,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: tide COMMAND [ARGS]\n\n"
                "  run [-n N] [--quiet] -- CMD ...   run a job of N workers on this machine\n"
                "  bench allreduce --np N --transport shm|tcp [--min-bytes B] [--max-bytes B] [--json]\n"
+               "  status ADDR                       members, generation, step and rate of a job\n"
+               "  report FILE [--png OUT]           summarize (and draw) a run report\n"
                "  version\n\n"
                "Tide %s. See README.md and docs/.\n",
             tide_version());
@@ -25,6 +27,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) return tide__cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return tide__cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-worker")) return tide__cli_bench_worker(argc - 1, argv + 1);
+    if (!strcmp(cmd, "status")) return tide__cli_status(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return tide__cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("tide %s\n", tide_version());
         return 0;

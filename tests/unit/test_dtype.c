@@ -32,8 +32,7 @@ static void test_dtype_size_unknown(void **state)
     const int bad[] = {TIDE_DTYPE_COUNT, TIDE_DTYPE_COUNT + 1, -1, -1000, 1000, 0x7fffffff};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t s = tide_dtype_size((tide_dtype_t)bad[i]);
-        if (s != 0)
-            fail_msg("tide_dtype_size(%d) is %zu, want 0 for an unknown dtype", bad[i], s);
+        if (s != 0) fail_msg("tide_dtype_size(%d) is %zu, want 0 for an unknown dtype", bad[i], s);
     }
 }
 

@@ -38,8 +38,7 @@ static void test_codes_are_frozen_values(void **state)
     assert_int_equal(TIDE_OK, 0);
     for (size_t i = 0; i < NTABLE; i++) {
         assert_int_equal(table[i].code, table[i].value);
-        if (i > 0)
-            assert_true(table[i].code < 0);
+        if (i > 0) assert_true(table[i].code < 0);
         for (size_t j = 0; j < i; j++)
             assert_int_not_equal(table[i].code, table[j].code);
     }
@@ -73,8 +72,7 @@ static void test_errname_every_code(void **state)
     (void)state;
     for (size_t i = 0; i < NTABLE; i++) {
         const char *n = tide_errname(table[i].code);
-        if (!n)
-            fail_msg("tide_errname(%d) is NULL, want %s", table[i].code, table[i].name);
+        if (!n) fail_msg("tide_errname(%d) is NULL, want %s", table[i].code, table[i].name);
         if (strcmp(n, table[i].name) != 0)
             fail_msg("tide_errname(%d) is \"%s\", want \"%s\"", table[i].code, n, table[i].name);
         for (size_t j = 0; j < i; j++) {
@@ -88,8 +86,7 @@ static void test_errname_every_code(void **state)
 static bool is_known_name(const char *n)
 {
     for (size_t i = 0; i < NTABLE; i++)
-        if (strcmp(n, table[i].name) == 0)
-            return true;
+        if (strcmp(n, table[i].name) == 0) return true;
     return false;
 }
 
@@ -100,8 +97,7 @@ static void test_unknown_codes(void **state)
     const int unknown[] = {1, 2, 100, last - 1, last - 1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *m = tide_strerror(unknown[i]);
-        if (!m)
-            fail_msg("tide_strerror(%d) is NULL (the header says never)", unknown[i]);
+        if (!m) fail_msg("tide_strerror(%d) is NULL (the header says never)", unknown[i]);
         assert_true(m[0] != '\0');
         if (strcmp(m, tide_strerror(TIDE_OK)) == 0)
             fail_msg("tide_strerror(%d) claims success: \"%s\"", unknown[i], m);

@@ -57,8 +57,7 @@ static void test_bf16_roundtrip_all(void **state)
     (void)state;
     for (uint32_t b = 0; b < 0x10000; b++) {
         float f = tt_bf16_to_f32((uint16_t)b);
-        if (isnan(f))
-            continue;
+        if (isnan(f)) continue;
         if (tt_f32_to_bf16(f) != b)
             fail_msg("bf16 0x%04x -> %a -> 0x%04x", b, (double)f, tt_f32_to_bf16(f));
     }
@@ -73,15 +72,13 @@ static bool nearest_even_ok(float x, uint16_t h, float (*to32)(uint16_t), double
     double got = (double)to32(h);
     if (ad >= maxfin + halfulp_at_max) /* overflow: to Inf, also at the exact tie */
         return isinf(got) && (got > 0) == (xd > 0);
-    if (isinf(got))
-        return false;
+    if (isinf(got)) return false;
     /* The neighbours of h of the same sign. */
     uint16_t mag = h & 0x7fff, sign = h & 0x8000;
     double err = fabs(got - xd);
     if (mag > 0) {
         double below = (double)to32((uint16_t)(sign | (mag - 1)));
-        if (fabs(below - xd) < err || (fabs(below - xd) == err && (h & 1)))
-            return false;
+        if (fabs(below - xd) < err || (fabs(below - xd) == err && (h & 1))) return false;
     }
     double above = (double)to32((uint16_t)(sign | (mag + 1)));
     if (!isinf(above) && (fabs(above - xd) < err || (fabs(above - xd) == err && (h & 1))))
@@ -103,16 +100,15 @@ static void test_f32_to_16_rounding(void **state)
             x = (uint32_t)tt_hash4(99, i, 0, 0);
         else /* exponents inside binary16's range, where ties are likely */
             x = (uint32_t)((tt_hash4(98, i, 0, 0) & 0x81ffffffu) | (((i % 45) + 98) << 23));
-        if ((x & 0x7f800000u) == 0x7f800000u)
-            continue;
+        if ((x & 0x7f800000u) == 0x7f800000u) continue;
         float f = bitsf(x);
         uint16_t h = tt_f32_to_f16(f), b = tt_f32_to_bf16(f);
         if (!nearest_even_ok(f, h, tt_f16_to_f32, f16_max, f16_half))
-            fail_msg("f16: %a (0x%08x) -> 0x%04x (%a) is not the nearest-even value", (double)f,
-                     x, h, (double)tt_f16_to_f32(h));
+            fail_msg("f16: %a (0x%08x) -> 0x%04x (%a) is not the nearest-even value", (double)f, x,
+                     h, (double)tt_f16_to_f32(h));
         if (!nearest_even_ok(f, b, tt_bf16_to_f32, bf_max, bf_half))
-            fail_msg("bf16: %a (0x%08x) -> 0x%04x (%a) is not the nearest-even value",
-                     (double)f, x, b, (double)tt_bf16_to_f32(b));
+            fail_msg("bf16: %a (0x%08x) -> 0x%04x (%a) is not the nearest-even value", (double)f, x,
+                     b, (double)tt_bf16_to_f32(b));
 #ifdef __FLT16_MAX__
         _Float16 c = (_Float16)f;
         uint16_t cb;
@@ -163,18 +159,37 @@ static void test_generator_exact(void **state)
                         uint16_t u;
                         float f;
                         switch (dt) {
-                        case TIDE_FLOAT16: memcpy(&u, in[r] + 2 * i, 2); v = tt_f16_to_f32(u); break;
-                        case TIDE_BFLOAT16: memcpy(&u, in[r] + 2 * i, 2); v = tt_bf16_to_f32(u); break;
-                        case TIDE_FLOAT32: memcpy(&f, in[r] + 4 * i, 4); v = f; break;
-                        default: memcpy(&v, in[r] + 8 * i, 8); break;
+                        case TIDE_FLOAT16:
+                            memcpy(&u, in[r] + 2 * i, 2);
+                            v = tt_f16_to_f32(u);
+                            break;
+                        case TIDE_BFLOAT16:
+                            memcpy(&u, in[r] + 2 * i, 2);
+                            v = tt_bf16_to_f32(u);
+                            break;
+                        case TIDE_FLOAT32:
+                            memcpy(&f, in[r] + 4 * i, 4);
+                            v = f;
+                            break;
+                        default:
+                            memcpy(&v, in[r] + 8 * i, 8);
+                            break;
                         }
                         acc = (r == n - 1) ? v : (op == TIDE_PROD ? acc * v : acc + v);
                         double back;
                         switch (dt) {
-                        case TIDE_FLOAT16: back = tt_f16_to_f32(tt_f32_to_f16((float)acc)); break;
-                        case TIDE_BFLOAT16: back = tt_bf16_to_f32(tt_f32_to_bf16((float)acc)); break;
-                        case TIDE_FLOAT32: back = (float)acc; break;
-                        default: back = acc; break;
+                        case TIDE_FLOAT16:
+                            back = tt_f16_to_f32(tt_f32_to_f16((float)acc));
+                            break;
+                        case TIDE_BFLOAT16:
+                            back = tt_bf16_to_f32(tt_f32_to_bf16((float)acc));
+                            break;
+                        case TIDE_FLOAT32:
+                            back = (float)acc;
+                            break;
+                        default:
+                            back = acc;
+                            break;
                         }
                         if (back != acc)
                             fail_msg("%s %s n=%d element %zu: partial %a is not exact",
@@ -185,15 +200,27 @@ static void test_generator_exact(void **state)
                     uint16_t u16;
                     float f32;
                     switch (dt) {
-                    case TIDE_FLOAT16: u16 = tt_f32_to_f16((float)acc); memcpy(want, &u16, 2); break;
-                    case TIDE_BFLOAT16: u16 = tt_f32_to_bf16((float)acc); memcpy(want, &u16, 2); break;
-                    case TIDE_FLOAT32: f32 = (float)acc; memcpy(want, &f32, 4); break;
-                    default: memcpy(want, &acc, 8); break;
+                    case TIDE_FLOAT16:
+                        u16 = tt_f32_to_f16((float)acc);
+                        memcpy(want, &u16, 2);
+                        break;
+                    case TIDE_BFLOAT16:
+                        u16 = tt_f32_to_bf16((float)acc);
+                        memcpy(want, &u16, 2);
+                        break;
+                    case TIDE_FLOAT32:
+                        f32 = (float)acc;
+                        memcpy(want, &f32, 4);
+                        break;
+                    default:
+                        memcpy(want, &acc, 8);
+                        break;
                     }
                     size_t es = tt_esize(dt);
                     if (memcmp(want, (unsigned char *)rb.ref + i * es, es) != 0)
                         fail_msg("%s %s n=%d element %zu: the reference disagrees with the "
-                                 "reversed-order sum", tt_dtype_name(dt), tt_op_name(op), n, i);
+                                 "reversed-order sum",
+                                 tt_dtype_name(dt), tt_op_name(op), n, i);
                 }
                 tt_refbuf_free(&rb);
             }
