@@ -25,40 +25,62 @@ long tt_failures = 0;
 size_t tt_esize(tide_dtype_t dt)
 {
     switch (dt) {
-    case TIDE_FLOAT32: return 4;
-    case TIDE_FLOAT64: return 8;
-    case TIDE_FLOAT16: return 2;
-    case TIDE_BFLOAT16: return 2;
-    case TIDE_INT32: return 4;
-    case TIDE_INT64: return 8;
-    case TIDE_UINT8: return 1;
-    default: return 0;
+    case TIDE_FLOAT32:
+        return 4;
+    case TIDE_FLOAT64:
+        return 8;
+    case TIDE_FLOAT16:
+        return 2;
+    case TIDE_BFLOAT16:
+        return 2;
+    case TIDE_INT32:
+        return 4;
+    case TIDE_INT64:
+        return 8;
+    case TIDE_UINT8:
+        return 1;
+    default:
+        return 0;
     }
 }
 
 const char *tt_dtype_name(tide_dtype_t dt)
 {
     switch (dt) {
-    case TIDE_FLOAT32: return "float32";
-    case TIDE_FLOAT64: return "float64";
-    case TIDE_FLOAT16: return "float16";
-    case TIDE_BFLOAT16: return "bfloat16";
-    case TIDE_INT32: return "int32";
-    case TIDE_INT64: return "int64";
-    case TIDE_UINT8: return "uint8";
-    default: return "?dtype";
+    case TIDE_FLOAT32:
+        return "float32";
+    case TIDE_FLOAT64:
+        return "float64";
+    case TIDE_FLOAT16:
+        return "float16";
+    case TIDE_BFLOAT16:
+        return "bfloat16";
+    case TIDE_INT32:
+        return "int32";
+    case TIDE_INT64:
+        return "int64";
+    case TIDE_UINT8:
+        return "uint8";
+    default:
+        return "?dtype";
     }
 }
 
 const char *tt_op_name(tide_op_t op)
 {
     switch (op) {
-    case TIDE_SUM: return "sum";
-    case TIDE_AVG: return "avg";
-    case TIDE_MIN: return "min";
-    case TIDE_MAX: return "max";
-    case TIDE_PROD: return "prod";
-    default: return "?op";
+    case TIDE_SUM:
+        return "sum";
+    case TIDE_AVG:
+        return "avg";
+    case TIDE_MIN:
+        return "min";
+    case TIDE_MAX:
+        return "max";
+    case TIDE_PROD:
+        return "prod";
+    default:
+        return "?op";
     }
 }
 
@@ -93,23 +115,19 @@ float tt_f16_to_f32(uint16_t h)
         float v = ldexpf((float)man, -24);
         return sign ? -v : v;
     }
-    if (exp == 31)
-        return bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | (man << 13));
     return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
 /* Rounds the non-negative integer v >> shift to nearest, ties to even. */
 static uint32_t rshift_rne(uint32_t v, unsigned shift)
 {
-    if (shift == 0)
-        return v;
-    if (shift >= 32)
-        return 0; /* v < 2^32 <= half of 2^shift's unit: rounds to zero */
+    if (shift == 0) return v;
+    if (shift >= 32) return 0; /* v < 2^32 <= half of 2^shift's unit: rounds to zero */
     uint32_t q = v >> shift;
     uint32_t rem = v & ((1u << shift) - 1u);
     uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u)))
-        q++;
+    if (rem > half || (rem == half && (q & 1u))) q++;
     return q;
 }
 
@@ -122,13 +140,11 @@ uint16_t tt_f32_to_f16(float f)
     if (exp == 0xff) /* Inf stays Inf; NaN stays a (quiet) NaN */
         return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
     int e = (int)exp - 127 + 15; /* the binary16 biased exponent */
-    if (e >= 31)
-        return (uint16_t)(sign | 0x7c00u);
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
     if (e <= 0) {
         /* Subnormal in binary16: m = full * 2^(exp - 126) with the implicit bit;
          * a carry out of 1023 lands on the smallest normal, which is right. */
-        if (exp == 0)
-            return sign; /* float32 subnormals are far below binary16's range */
+        if (exp == 0) return sign; /* float32 subnormals are far below binary16's range */
         uint32_t full = man | 0x800000u;
         unsigned shift = (unsigned)(126 - (int)exp); /* 14 - e, >= 14 */
         return (uint16_t)(sign | rshift_rne(full, shift));
@@ -137,8 +153,7 @@ uint16_t tt_f32_to_f16(float f)
      * the largest finite value into Inf, both as IEEE prescribes. */
     uint32_t h = ((uint32_t)e << 10) | (man >> 13);
     uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
     return (uint16_t)(sign | h);
 }
 
@@ -191,12 +206,30 @@ static int64_t sym(uint64_t h, int64_t m)
     return (int64_t)below(h, (uint64_t)(2 * m + 1)) - m;
 }
 
-static void put_f32(void *buf, size_t i, float v) { memcpy((char *)buf + 4 * i, &v, 4); }
-static void put_f64(void *buf, size_t i, double v) { memcpy((char *)buf + 8 * i, &v, 8); }
-static void put_u16(void *buf, size_t i, uint16_t v) { memcpy((char *)buf + 2 * i, &v, 2); }
-static void put_i32(void *buf, size_t i, int32_t v) { memcpy((char *)buf + 4 * i, &v, 4); }
-static void put_i64(void *buf, size_t i, int64_t v) { memcpy((char *)buf + 8 * i, &v, 8); }
-static void put_u8(void *buf, size_t i, uint8_t v) { ((uint8_t *)buf)[i] = v; }
+static void put_f32(void *buf, size_t i, float v)
+{
+    memcpy((char *)buf + 4 * i, &v, 4);
+}
+static void put_f64(void *buf, size_t i, double v)
+{
+    memcpy((char *)buf + 8 * i, &v, 8);
+}
+static void put_u16(void *buf, size_t i, uint16_t v)
+{
+    memcpy((char *)buf + 2 * i, &v, 2);
+}
+static void put_i32(void *buf, size_t i, int32_t v)
+{
+    memcpy((char *)buf + 4 * i, &v, 4);
+}
+static void put_i64(void *buf, size_t i, int64_t v)
+{
+    memcpy((char *)buf + 8 * i, &v, 8);
+}
+static void put_u8(void *buf, size_t i, uint8_t v)
+{
+    ((uint8_t *)buf)[i] = v;
+}
 
 /* A float value (stored in dt) for exact sums: k * 2^-frac with |k| <= kmax. */
 static void gen_sum_float(void *buf, tide_dtype_t dt, uint64_t seed, int rank, int size,
@@ -207,10 +240,22 @@ static void gen_sum_float(void *buf, tide_dtype_t dt, uint64_t seed, int rank, i
     int64_t kmax;
     int frac;
     switch (dt) {
-    case TIDE_FLOAT16: kmax = 2048 / size; frac = 2; break;
-    case TIDE_BFLOAT16: kmax = 256 / size; frac = 2; break;
-    case TIDE_FLOAT32: kmax = ((int64_t)1 << 24) / size; frac = 4; break;
-    default: kmax = ((int64_t)1 << 53) / size; frac = 10; break;
+    case TIDE_FLOAT16:
+        kmax = 2048 / size;
+        frac = 2;
+        break;
+    case TIDE_BFLOAT16:
+        kmax = 256 / size;
+        frac = 2;
+        break;
+    case TIDE_FLOAT32:
+        kmax = ((int64_t)1 << 24) / size;
+        frac = 4;
+        break;
+    default:
+        kmax = ((int64_t)1 << 53) / size;
+        frac = 10;
+        break;
     }
     const double scale = ldexp(1.0, -frac); /* exact: a power of two */
     for (size_t i = 0; i < count; i++) {
@@ -218,10 +263,18 @@ static void gen_sum_float(void *buf, tide_dtype_t dt, uint64_t seed, int rank, i
         int64_t k = sym(h, kmax);
         double v = (double)k * scale;
         switch (dt) {
-        case TIDE_FLOAT16: put_u16(buf, i, tt_f32_to_f16((float)v)); break;
-        case TIDE_BFLOAT16: put_u16(buf, i, tt_f32_to_bf16((float)v)); break;
-        case TIDE_FLOAT32: put_f32(buf, i, (float)v); break;
-        default: put_f64(buf, i, v); break;
+        case TIDE_FLOAT16:
+            put_u16(buf, i, tt_f32_to_f16((float)v));
+            break;
+        case TIDE_BFLOAT16:
+            put_u16(buf, i, tt_f32_to_bf16((float)v));
+            break;
+        case TIDE_FLOAT32:
+            put_f32(buf, i, (float)v);
+            break;
+        default:
+            put_f64(buf, i, v);
+            break;
         }
     }
 }
@@ -257,10 +310,18 @@ static void gen_prod_float(void *buf, tide_dtype_t dt, uint64_t seed, int rank, 
             v = sign * m * p2[j + 30];
         }
         switch (dt) {
-        case TIDE_FLOAT16: put_u16(buf, i, tt_f32_to_f16((float)v)); break;
-        case TIDE_BFLOAT16: put_u16(buf, i, tt_f32_to_bf16((float)v)); break;
-        case TIDE_FLOAT32: put_f32(buf, i, (float)v); break;
-        default: put_f64(buf, i, v); break;
+        case TIDE_FLOAT16:
+            put_u16(buf, i, tt_f32_to_f16((float)v));
+            break;
+        case TIDE_BFLOAT16:
+            put_u16(buf, i, tt_f32_to_bf16((float)v));
+            break;
+        case TIDE_FLOAT32:
+            put_f32(buf, i, (float)v);
+            break;
+        default:
+            put_f64(buf, i, v);
+            break;
         }
     }
 }
@@ -283,42 +344,30 @@ static void gen_bits_float(void *buf, tide_dtype_t dt, uint64_t seed, int rank, 
             uint32_t s = (uint32_t)(h >> 63);
             uint32_t m = (uint32_t)h & ((1u << mbits) - 1);
             uint32_t e = (uint32_t)(h >> 20) & emax;
-            if (close)
-                e = 1 + (uint32_t)below(base, emax - 3) + (uint32_t)((h >> 40) & 1);
-            if (e == emax)
-                e = emax - 1;
-            if (clamp && e > emax - 3)
-                e = emax - 3;
+            if (close) e = 1 + (uint32_t)below(base, emax - 3) + (uint32_t)((h >> 40) & 1);
+            if (e == emax) e = emax - 1;
+            if (clamp && e > emax - 3) e = emax - 3;
             uint16_t v = (uint16_t)((s << 15) | (e << mbits) | m);
-            if (nozero_sign && v == 0x8000u)
-                v = 0;
+            if (nozero_sign && v == 0x8000u) v = 0;
             put_u16(buf, i, v);
         } else if (dt == TIDE_FLOAT32) {
             uint32_t s = (uint32_t)(h >> 63), m = (uint32_t)h & 0x7fffffu;
             uint32_t e = (uint32_t)(h >> 30) & 0xffu;
-            if (close)
-                e = 1 + (uint32_t)below(base, 252) + (uint32_t)((h >> 40) & 1);
-            if (e == 0xff)
-                e = 0xfe;
-            if (clamp && e > 0xfc)
-                e = 0xfc;
+            if (close) e = 1 + (uint32_t)below(base, 252) + (uint32_t)((h >> 40) & 1);
+            if (e == 0xff) e = 0xfe;
+            if (clamp && e > 0xfc) e = 0xfc;
             uint32_t v = (s << 31) | (e << 23) | m;
-            if (nozero_sign && v == 0x80000000u)
-                v = 0;
+            if (nozero_sign && v == 0x80000000u) v = 0;
             memcpy((char *)buf + 4 * i, &v, 4);
         } else {
             uint64_t h2 = tt_hash4(seed, (uint64_t)rank, i, 6);
             uint64_t s = h >> 63, m = h2 & 0xfffffffffffffull;
             uint64_t e = (h >> 30) & 0x7ffu;
-            if (close)
-                e = 1 + below(base, 2044) + ((h >> 45) & 1);
-            if (e == 0x7ff)
-                e = 0x7fe;
-            if (clamp && e > 0x7fc)
-                e = 0x7fc;
+            if (close) e = 1 + below(base, 2044) + ((h >> 45) & 1);
+            if (e == 0x7ff) e = 0x7fe;
+            if (clamp && e > 0x7fc) e = 0x7fc;
             uint64_t v = (s << 63) | (e << 52) | m;
-            if (nozero_sign && v == 0x8000000000000000ull)
-                v = 0;
+            if (nozero_sign && v == 0x8000000000000000ull) v = 0;
             memcpy((char *)buf + 8 * i, &v, 8);
         }
     }
@@ -331,9 +380,15 @@ static void gen_int(void *buf, tide_dtype_t dt, tide_op_t op, uint64_t seed, int
         uint64_t h = tt_hash4(seed, (uint64_t)rank, i, 7);
         if (op == TIDE_MIN || op == TIDE_MAX) {
             switch (dt) {
-            case TIDE_INT32: put_i32(buf, i, (int32_t)(uint32_t)h); break;
-            case TIDE_INT64: put_i64(buf, i, (int64_t)h); break;
-            default: put_u8(buf, i, (uint8_t)h); break;
+            case TIDE_INT32:
+                put_i32(buf, i, (int32_t)(uint32_t)h);
+                break;
+            case TIDE_INT64:
+                put_i64(buf, i, (int64_t)h);
+                break;
+            default:
+                put_u8(buf, i, (uint8_t)h);
+                break;
             }
         } else if (op == TIDE_PROD) {
             switch (dt) {
@@ -357,9 +412,15 @@ static void gen_int(void *buf, tide_dtype_t dt, tide_op_t op, uint64_t seed, int
             }
         } else { /* SUM, AVG: partial sums stay in range, negative values included */
             switch (dt) {
-            case TIDE_INT32: put_i32(buf, i, (int32_t)sym(h, ((int64_t)1 << 30) / size)); break;
-            case TIDE_INT64: put_i64(buf, i, sym(h, ((int64_t)1 << 60) / size)); break;
-            default: put_u8(buf, i, (uint8_t)below(h, (uint64_t)(255 / size) + 1)); break;
+            case TIDE_INT32:
+                put_i32(buf, i, (int32_t)sym(h, ((int64_t)1 << 30) / size));
+                break;
+            case TIDE_INT64:
+                put_i64(buf, i, sym(h, ((int64_t)1 << 60) / size));
+                break;
+            default:
+                put_u8(buf, i, (uint8_t)below(h, (uint64_t)(255 / size) + 1));
+                break;
             }
         }
     }
@@ -390,8 +451,7 @@ void tt_gen(void *buf, tide_dtype_t dt, tide_op_t op, tt_regime_t regime, uint64
 
 int tt_refbuf_reserve(tt_refbuf_t *rb, size_t count)
 {
-    if (count <= rb->cap && rb->ref)
-        return 0;
+    if (count <= rb->cap && rb->ref) return 0;
     tt_refbuf_free(rb);
     size_t n = count ? count : 1;
     rb->ref = malloc(n * 8);
@@ -420,9 +480,15 @@ static float load_f(const void *buf, size_t i, tide_dtype_t dt)
     uint16_t u;
     float f;
     switch (dt) {
-    case TIDE_FLOAT16: memcpy(&u, (const char *)buf + 2 * i, 2); return tt_f16_to_f32(u);
-    case TIDE_BFLOAT16: memcpy(&u, (const char *)buf + 2 * i, 2); return tt_bf16_to_f32(u);
-    default: memcpy(&f, (const char *)buf + 4 * i, 4); return f;
+    case TIDE_FLOAT16:
+        memcpy(&u, (const char *)buf + 2 * i, 2);
+        return tt_f16_to_f32(u);
+    case TIDE_BFLOAT16:
+        memcpy(&u, (const char *)buf + 2 * i, 2);
+        return tt_bf16_to_f32(u);
+    default:
+        memcpy(&f, (const char *)buf + 4 * i, 4);
+        return f;
     }
 }
 
@@ -431,9 +497,14 @@ static int64_t load_i(const void *buf, size_t i, tide_dtype_t dt)
     int32_t v32;
     int64_t v64;
     switch (dt) {
-    case TIDE_INT32: memcpy(&v32, (const char *)buf + 4 * i, 4); return v32;
-    case TIDE_INT64: memcpy(&v64, (const char *)buf + 8 * i, 8); return v64;
-    default: return ((const uint8_t *)buf)[i];
+    case TIDE_INT32:
+        memcpy(&v32, (const char *)buf + 4 * i, 4);
+        return v32;
+    case TIDE_INT64:
+        memcpy(&v64, (const char *)buf + 8 * i, 8);
+        return v64;
+    default:
+        return ((const uint8_t *)buf)[i];
     }
 }
 
@@ -441,20 +512,28 @@ static int64_t load_i(const void *buf, size_t i, tide_dtype_t dt)
 static double unit_roundoff(tide_dtype_t dt)
 {
     switch (dt) {
-    case TIDE_FLOAT16: return ldexp(1.0, -11);
-    case TIDE_BFLOAT16: return ldexp(1.0, -8);
-    case TIDE_FLOAT32: return ldexp(1.0, -24);
-    default: return ldexp(1.0, -53);
+    case TIDE_FLOAT16:
+        return ldexp(1.0, -11);
+    case TIDE_BFLOAT16:
+        return ldexp(1.0, -8);
+    case TIDE_FLOAT32:
+        return ldexp(1.0, -24);
+    default:
+        return ldexp(1.0, -53);
     }
 }
 
 static double denorm_min(tide_dtype_t dt)
 {
     switch (dt) {
-    case TIDE_FLOAT16: return ldexp(1.0, -24);
-    case TIDE_BFLOAT16: return ldexp(1.0, -133);
-    case TIDE_FLOAT32: return ldexp(1.0, -149);
-    default: return ldexp(1.0, -1074);
+    case TIDE_FLOAT16:
+        return ldexp(1.0, -24);
+    case TIDE_BFLOAT16:
+        return ldexp(1.0, -133);
+    case TIDE_FLOAT32:
+        return ldexp(1.0, -149);
+    default:
+        return ldexp(1.0, -1074);
     }
 }
 
@@ -471,21 +550,31 @@ void tt_reference(tt_refbuf_t *rb, tide_dtype_t dt, tide_op_t op, tt_regime_t re
             const double *x = rb->scratch;
             for (size_t i = 0; i < count; i++) {
                 double v = x[i];
-                if (avg_tol)
-                    rb->tol[i] += fabs(v);
-                if (r == 0) { acc[i] = v; continue; }
+                if (avg_tol) rb->tol[i] += fabs(v);
+                if (r == 0) {
+                    acc[i] = v;
+                    continue;
+                }
                 switch (op) {
-                case TIDE_SUM: case TIDE_AVG: acc[i] += v; break;
-                case TIDE_PROD: acc[i] *= v; break;
-                case TIDE_MIN: acc[i] = v < acc[i] ? v : acc[i]; break;
-                default: acc[i] = v > acc[i] ? v : acc[i]; break;
+                case TIDE_SUM:
+                case TIDE_AVG:
+                    acc[i] += v;
+                    break;
+                case TIDE_PROD:
+                    acc[i] *= v;
+                    break;
+                case TIDE_MIN:
+                    acc[i] = v < acc[i] ? v : acc[i];
+                    break;
+                default:
+                    acc[i] = v > acc[i] ? v : acc[i];
+                    break;
                 }
             }
         }
         for (size_t i = 0; i < count; i++) {
             double v = acc[i];
-            if (op == TIDE_AVG)
-                v = v / (double)size;
+            if (op == TIDE_AVG) v = v / (double)size;
             put_f64(rb->ref, i, v);
         }
     } else if (tt_is_float(dt)) {
@@ -495,25 +584,41 @@ void tt_reference(tt_refbuf_t *rb, tide_dtype_t dt, tide_op_t op, tt_regime_t re
             tt_gen(rb->scratch, dt, op, regime, case_seed, r, size, count);
             for (size_t i = 0; i < count; i++) {
                 float v = load_f(rb->scratch, i, dt);
-                if (avg_tol)
-                    rb->tol[i] += fabs((double)v);
-                if (r == 0) { acc[i] = v; continue; }
+                if (avg_tol) rb->tol[i] += fabs((double)v);
+                if (r == 0) {
+                    acc[i] = v;
+                    continue;
+                }
                 switch (op) {
-                case TIDE_SUM: case TIDE_AVG: acc[i] += v; break;
-                case TIDE_PROD: acc[i] *= v; break;
-                case TIDE_MIN: acc[i] = v < acc[i] ? v : acc[i]; break;
-                default: acc[i] = v > acc[i] ? v : acc[i]; break;
+                case TIDE_SUM:
+                case TIDE_AVG:
+                    acc[i] += v;
+                    break;
+                case TIDE_PROD:
+                    acc[i] *= v;
+                    break;
+                case TIDE_MIN:
+                    acc[i] = v < acc[i] ? v : acc[i];
+                    break;
+                default:
+                    acc[i] = v > acc[i] ? v : acc[i];
+                    break;
                 }
             }
         }
         for (size_t i = 0; i < count; i++) {
             float v = acc[i];
-            if (op == TIDE_AVG)
-                v = v / (float)size;
+            if (op == TIDE_AVG) v = v / (float)size;
             switch (dt) {
-            case TIDE_FLOAT16: put_u16(rb->ref, i, tt_f32_to_f16(v)); break;
-            case TIDE_BFLOAT16: put_u16(rb->ref, i, tt_f32_to_bf16(v)); break;
-            default: put_f32(rb->ref, i, v); break;
+            case TIDE_FLOAT16:
+                put_u16(rb->ref, i, tt_f32_to_f16(v));
+                break;
+            case TIDE_BFLOAT16:
+                put_u16(rb->ref, i, tt_f32_to_bf16(v));
+                break;
+            default:
+                put_f32(rb->ref, i, v);
+                break;
             }
         }
     } else {
@@ -522,23 +627,40 @@ void tt_reference(tt_refbuf_t *rb, tide_dtype_t dt, tide_op_t op, tt_regime_t re
             tt_gen(rb->scratch, dt, op, regime, case_seed, r, size, count);
             for (size_t i = 0; i < count; i++) {
                 int64_t v = load_i(rb->scratch, i, dt);
-                if (r == 0) { acc[i] = v; continue; }
+                if (r == 0) {
+                    acc[i] = v;
+                    continue;
+                }
                 switch (op) {
-                case TIDE_SUM: case TIDE_AVG: acc[i] += v; break;
-                case TIDE_PROD: acc[i] *= v; break;
-                case TIDE_MIN: acc[i] = v < acc[i] ? v : acc[i]; break;
-                default: acc[i] = v > acc[i] ? v : acc[i]; break;
+                case TIDE_SUM:
+                case TIDE_AVG:
+                    acc[i] += v;
+                    break;
+                case TIDE_PROD:
+                    acc[i] *= v;
+                    break;
+                case TIDE_MIN:
+                    acc[i] = v < acc[i] ? v : acc[i];
+                    break;
+                default:
+                    acc[i] = v > acc[i] ? v : acc[i];
+                    break;
                 }
             }
         }
         for (size_t i = 0; i < count; i++) {
             int64_t v = acc[i];
-            if (op == TIDE_AVG)
-                v = v / size; /* C division truncates toward zero, as tide.h says */
+            if (op == TIDE_AVG) v = v / size; /* C division truncates toward zero, as tide.h says */
             switch (dt) {
-            case TIDE_INT32: put_i32(rb->ref, i, (int32_t)v); break;
-            case TIDE_INT64: put_i64(rb->ref, i, v); break;
-            default: put_u8(rb->ref, i, (uint8_t)v); break;
+            case TIDE_INT32:
+                put_i32(rb->ref, i, (int32_t)v);
+                break;
+            case TIDE_INT64:
+                put_i64(rb->ref, i, v);
+                break;
+            default:
+                put_u8(rb->ref, i, (uint8_t)v);
+                break;
             }
         }
     }
@@ -580,12 +702,10 @@ size_t tt_compare(const void *got, const tt_refbuf_t *rb, tide_dtype_t dt, size_
     size_t es = tt_esize(dt), bad = 0;
     const char *g = got, *w = rb->ref;
     for (size_t i = 0; i < count; i++) {
-        if (memcmp(g + i * es, w + i * es, es) == 0)
-            continue;
+        if (memcmp(g + i * es, w + i * es, es) == 0) continue;
         if (rb->tol && rb->tol[i] > 0) {
             double a = load_as_double(g, i, dt), b = load_as_double(w, i, dt);
-            if (a == b || fabs(a - b) <= rb->tol[i])
-                continue;
+            if (a == b || fabs(a - b) <= rb->tol[i]) continue;
         }
         if (bad < 4) {
             char gs[64], ws[64];
@@ -596,20 +716,21 @@ size_t tt_compare(const void *got, const tt_refbuf_t *rb, tide_dtype_t dt, size_
         }
         bad++;
     }
-    if (bad > 4)
-        tt_fail("%s: %zu of %zu elements differ in all", what, bad, count);
+    if (bad > 4) tt_fail("%s: %zu of %zu elements differ in all", what, bad, count);
     return bad;
 }
 
 /* ---------------------------------------------------------- guarded buffers */
 
-static unsigned char guard_byte(size_t i) { return (unsigned char)(0xa5u ^ (i * 29u)); }
+static unsigned char guard_byte(size_t i)
+{
+    return (unsigned char)(0xa5u ^ (i * 29u));
+}
 
 int tt_buf_alloc(tt_buf_t *b, size_t bytes)
 {
     void *p = NULL;
-    if (posix_memalign(&p, 64, bytes + 2 * TT_GUARD) != 0)
-        return -1;
+    if (posix_memalign(&p, 64, bytes + 2 * TT_GUARD) != 0) return -1;
     b->base = p;
     b->data = b->base + TT_GUARD;
     b->bytes = bytes;
@@ -634,7 +755,10 @@ bool tt_buf_guards_ok(const tt_buf_t *b)
     return true;
 }
 
-static uint64_t pattern_word(uint64_t tag, size_t w) { return tt_hash4(tag, 0x9a77e4, w, 8); }
+static uint64_t pattern_word(uint64_t tag, size_t w)
+{
+    return tt_hash4(tag, 0x9a77e4, w, 8);
+}
 
 void tt_buf_fill_pattern(tt_buf_t *b, uint64_t tag)
 {
@@ -652,8 +776,7 @@ bool tt_buf_has_pattern(const tt_buf_t *b, uint64_t tag)
     for (size_t off = 0; off < b->bytes; off += 8) {
         uint64_t v = pattern_word(tag, off / 8);
         size_t n = b->bytes - off < 8 ? b->bytes - off : 8;
-        if (memcmp(d + off, &v, n) != 0)
-            return false;
+        if (memcmp(d + off, &v, n) != 0) return false;
     }
     return true;
 }
@@ -675,8 +798,7 @@ void tt_fail(const char *fmt, ...)
 {
     tt_failures++;
     if (tt_failures > 60) {
-        if (tt_failures == 61)
-            fprintf(stderr, "[r%d] (further failures not shown)\n", tt_rank);
+        if (tt_failures == 61) fprintf(stderr, "[r%d] (further failures not shown)\n", tt_rank);
         return;
     }
     va_list ap;
@@ -701,8 +823,7 @@ const char *tt_rcname(int rc)
 
 bool tt_expect_rc(int rc, int want, const char *what)
 {
-    if (rc == want)
-        return true;
+    if (rc == want) return true;
     tt_fail("%s: returned %d %s, want %d %s", what, rc, tt_rcname(rc), want, tt_rcname(want));
     return false;
 }
@@ -748,11 +869,9 @@ void tt_watchdog(unsigned seconds, const char *what)
         installed = true;
     }
     alarm(0);
-    if (seconds == 0)
-        return;
+    if (seconds == 0) return;
     int n = snprintf(watchdog_msg, sizeof watchdog_msg,
-                     "[r%d] HANG: no progress for %u s in %s (watchdog)\n", tt_rank, seconds,
-                     what);
+                     "[r%d] HANG: no progress for %u s in %s (watchdog)\n", tt_rank, seconds, what);
     watchdog_len = n < 0 ? 0 : (n >= (int)sizeof watchdog_msg ? (int)sizeof watchdog_msg - 1 : n);
     alarm(seconds);
 }
@@ -760,27 +879,23 @@ void tt_watchdog(unsigned seconds, const char *what)
 double tt_scale(void)
 {
     const char *s = getenv("TIDE_TEST_SCALE");
-    if (!s || !*s)
-        return 1.0;
+    if (!s || !*s) return 1.0;
     double v = strtod(s, NULL);
-    if (!(v > 0.0))
-        return 1.0;
+    if (!(v > 0.0)) return 1.0;
     return v > 1.0 ? 1.0 : v;
 }
 
 size_t tt_scaled_count(size_t count, size_t min)
 {
     size_t c = (size_t)((double)count * tt_scale());
-    if (c < min)
-        c = min;
+    if (c < min) c = min;
     return c | 1u;
 }
 
 const char *tt_opt(int argc, char **argv, const char *name, const char *dflt)
 {
     for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
+        if (strcmp(argv[i], name) == 0) return argv[i + 1];
     return dflt;
 }
 

@@ -97,8 +97,8 @@ bool tt_buf_guards_ok(const tt_buf_t *b);
  * Messages go to stderr prefixed "[rN]", deliberately not "rank N": fault_driver
  * looks for the launcher's own words naming a dead rank in the job's stderr, and
  * must not be fooled by what the workers print themselves. */
-extern int tt_rank;         /* for messages; -1 before tide_init */
-extern long tt_failures;    /* number of tt_fail calls */
+extern int tt_rank;      /* for messages; -1 before tide_init */
+extern long tt_failures; /* number of tt_fail calls */
 void tt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* tt_fail unless rc == want; returns rc == want. */

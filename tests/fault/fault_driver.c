@@ -4,7 +4,7 @@
  * and (for a death) every survivor's own verdict, which fault_worker writes to a
  * file because `tide run` exits non-zero for the victim whatever the survivors saw.
  *
- *   fault_driver TIDE WORKER death --np N --victim V --how exit|kill
+ *   fault_driver TIDE WORKER death --np N --victim V --how exit|kill [--async]
  *   fault_driver TIDE WORKER exit  --np N --rank R --code C
  *
  * The job runs in its own process group under a deadline; on expiry the group is
@@ -39,8 +39,7 @@ static char **g_argv;
 static const char *opt(const char *name, const char *dflt)
 {
     for (int i = 0; i + 1 < g_argc; i++)
-        if (strcmp(g_argv[i], name) == 0)
-            return g_argv[i + 1];
+        if (strcmp(g_argv[i], name) == 0) return g_argv[i + 1];
     return dflt;
 }
 
@@ -58,10 +57,10 @@ static double now(void)
 }
 
 typedef struct {
-    int status;   /* waitpid status of `tide run` */
+    int status; /* waitpid status of `tide run` */
     bool timed_out;
     double seconds;
-    char *err;    /* its stderr (and the workers', which it inherits or forwards) */
+    char *err; /* its stderr (and the workers', which it inherits or forwards) */
     size_t len;
 } job_result_t;
 
@@ -101,8 +100,7 @@ static void run_job(char *const argv[], double deadline_s, job_result_t *out)
         else
             usleep(50 * 1000);
         for (;;) {
-            if (eof)
-                break;
+            if (eof) break;
             if (out->len + 4096 + 1 > cap) {
                 cap *= 2;
                 out->err = realloc(out->err, cap);
@@ -127,8 +125,7 @@ static void run_job(char *const argv[], double deadline_s, job_result_t *out)
         }
         /* Done at EOF after the exit; a worker the launcher left behind may hold
          * the pipe open, so stop reading 2 s after the exit in any case. */
-        if (exited && (eof || now() - exited_at > 2.0))
-            break;
+        if (exited && (eof || now() - exited_at > 2.0)) break;
         if (!exited && now() - t0 > deadline_s) {
             out->timed_out = true;
             kill(-pid, SIGKILL);
@@ -152,8 +149,7 @@ static bool worker_line(const char *line, size_t len)
     const char *tag = "[tide rank ";
     size_t tl = strlen(tag);
     for (size_t i = 0; i + tl <= len; i++)
-        if (strncmp(line + i, tag, tl) == 0)
-            return true;
+        if (strncmp(line + i, tag, tl) == 0) return true;
     return false;
 }
 
@@ -166,10 +162,8 @@ static bool names_rank(const char *text, int r)
 {
     for (const char *p = text; *p;) {
         const char *e = strchr(p, '\n');
-        if (!e)
-            e = p + strlen(p);
-        if (!worker_line(p, (size_t)(e - p)) && line_names_rank(p, e, r))
-            return true;
+        if (!e) e = p + strlen(p);
+        if (!worker_line(p, (size_t)(e - p)) && line_names_rank(p, e, r)) return true;
         p = *e ? e + 1 : e;
     }
     return false;
@@ -184,18 +178,15 @@ static bool line_names_rank(const char *text, const char *end, int r)
     for (const char *p = text; p < end; p++) {
         for (size_t w = 0; w < 2; w++) {
             size_t wl = strlen(words[w]);
-            if (strncasecmp(p, words[w], wl) != 0)
-                continue;
+            if (strncasecmp(p, words[w], wl) != 0) continue;
             const char *q = p + wl;
-            if (*q == 's' || *q == 'S')
-                q++;
+            if (*q == 's' || *q == 'S') q++;
             int sep = 0;
             while (sep < 3 && (*q == ' ' || *q == ':' || *q == '=' || *q == '#' || *q == '\t')) {
                 q++;
                 sep++;
             }
-            if (strncmp(q, num, nl) == 0 && !isdigit((unsigned char)q[nl]))
-                return true;
+            if (strncmp(q, num, nl) == 0 && !isdigit((unsigned char)q[nl])) return true;
         }
     }
     return false;
@@ -226,8 +217,24 @@ static void test_death(void **state)
     char nps[16], vs[16];
     snprintf(nps, sizeof nps, "%d", np);
     snprintf(vs, sizeof vs, "%d", victim);
-    char *argv[] = {(char *)tide_bin, "run", "-n", nps, "--", (char *)worker_bin, "death",
-                    "--victim", vs, "--how", (char *)how, "--dir", dir, NULL};
+    bool async = false;
+    for (int i = 0; i < g_argc; i++)
+        if (strcmp(g_argv[i], "--async") == 0) async = true;
+    char *argv[] = {(char *)tide_bin,
+                    "run",
+                    "-n",
+                    nps,
+                    "--",
+                    (char *)worker_bin,
+                    "death",
+                    "--victim",
+                    vs,
+                    "--how",
+                    (char *)how,
+                    "--dir",
+                    dir,
+                    async ? "--async" : NULL,
+                    NULL};
     job_result_t r;
     run_job(argv, 90.0, &r);
     char st[96];
@@ -247,8 +254,7 @@ static void test_death(void **state)
         bad++;
     }
     for (int k = 0; k < np; k++) {
-        if (k == victim)
-            continue;
+        if (k == victim) continue;
         char path[256], line[512] = "";
         snprintf(path, sizeof path, "%s/rank.%d", dir, k);
         FILE *f = fopen(path, "r");
@@ -260,14 +266,12 @@ static void test_death(void **state)
             bad++;
             continue;
         }
-        if (!fgets(line, sizeof line, f))
-            line[0] = '\0';
+        if (!fgets(line, sizeof line, f)) line[0] = '\0';
         fclose(f);
         unlink(path);
         line[strcspn(line, "\n")] = '\0';
         fprintf(stderr, "fault_driver: survivor %d: %s\n", k, line);
-        if (strncmp(line, "ok", 2) != 0)
-            bad++;
+        if (strncmp(line, "ok", 2) != 0) bad++;
     }
     char path[256];
     snprintf(path, sizeof path, "%s/death", dir);
@@ -289,8 +293,8 @@ static void test_exit(void **state)
     snprintf(nps, sizeof nps, "%d", np);
     snprintf(ws, sizeof ws, "%d", who);
     snprintf(cs, sizeof cs, "%d", code);
-    char *argv[] = {(char *)tide_bin, "run", "-n", nps, "--", (char *)worker_bin, "exit",
-                    "--rank", ws, "--code", cs, NULL};
+    char *argv[] = {(char *)tide_bin, "run",    "-n", nps,      "--", (char *)worker_bin,
+                    "exit",           "--rank", ws,   "--code", cs,   NULL};
     job_result_t r;
     run_job(argv, 60.0, &r);
     char st[96];
@@ -314,8 +318,8 @@ static void test_exit(void **state)
                     WEXITSTATUS(r.status), code);
         }
         if (!names_rank(r.err, who)) {
-            fprintf(stderr, "FAIL: tide run's stderr does not name rank %d, which exited %d\n",
-                    who, code);
+            fprintf(stderr, "FAIL: tide run's stderr does not name rank %d, which exited %d\n", who,
+                    code);
             bad++;
         }
     }

@@ -43,8 +43,7 @@ static const tide_dtype_t all_dtypes[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_FLOAT
 
 static bool ok_or_break(ctx_t *c, int rc, const char *what)
 {
-    if (tt_expect_rc(rc, TIDE_OK, what))
-        return true;
+    if (tt_expect_rc(rc, TIDE_OK, what)) return true;
     c->broken = true;
     return false;
 }
@@ -53,8 +52,7 @@ static bool ok_or_break(ctx_t *c, int rc, const char *what)
 
 static void test_identity(ctx_t *c, long np)
 {
-    if (np > 0 && c->size != np)
-        tt_fail("tide_size is %d, want %ld", c->size, np);
+    if (np > 0 && c->size != np) tt_fail("tide_size is %d, want %ld", c->size, np);
     if (c->rank < 0 || c->rank >= c->size)
         tt_fail("tide_rank is %d, outside [0, %d)", c->rank, c->size);
     int32_t *ranks = malloc(sizeof(int32_t) * (size_t)c->size);
@@ -99,8 +97,7 @@ static void bcast_case(ctx_t *c, int root, size_t count, tide_dtype_t dt)
             tt_fail("%s: %s buffer differs from the root's, first at element %zu", what,
                     c->rank == root ? "the root's own" : "the received", i);
         }
-        if (!tt_buf_guards_ok(&b))
-            tt_fail("%s: bytes outside the buffer were written", what);
+        if (!tt_buf_guards_ok(&b)) tt_fail("%s: bytes outside the buffer were written", what);
     }
     tt_buf_free(&b);
     tt_buf_free(&want);
@@ -118,8 +115,7 @@ static void test_broadcast(ctx_t *c, const size_t *counts, int ncounts, size_t l
                     bool edge = root == 0 || root == c->size - 1;
                     bool sized = dt == TIDE_UINT8 || dt == TIDE_FLOAT16 || dt == TIDE_FLOAT32 ||
                                  dt == TIDE_FLOAT64;
-                    if (!(edge ? sized : d == root % NDTYPES))
-                        continue;
+                    if (!(edge ? sized : d == root % NDTYPES)) continue;
                 }
                 bcast_case(c, root, counts[ci], dt);
             }
@@ -132,8 +128,8 @@ static void allgather_case(ctx_t *c, size_t count, tide_dtype_t dt, bool inplace
     size_t es = tt_esize(dt), bytes = count * es, n = (size_t)c->size;
     uint64_t cs = tt_hash4(c->seed, 0xa11647, count * 64 + (size_t)dt, 0);
     char what[128];
-    snprintf(what, sizeof what, "allgather n=%d count=%zu %s %s", c->size, count,
-             tt_dtype_name(dt), inplace ? "in-place" : "out-of-place");
+    snprintf(what, sizeof what, "allgather n=%d count=%zu %s %s", c->size, count, tt_dtype_name(dt),
+             inplace ? "in-place" : "out-of-place");
     tt_buf_t send, recv, want;
     if (tt_buf_alloc(&send, bytes) || tt_buf_alloc(&recv, bytes * n) ||
         tt_buf_alloc(&want, bytes * n)) {
@@ -203,19 +199,15 @@ static void test_barrier(ctx_t *c)
         snprintf(what, sizeof what, "barrier n=%d round %d (late rank %d)", c->size, k, late);
         /* Line everyone up first, so that the late rank is late relative to them. */
         tt_watchdog(60, what);
-        if (!ok_or_break(c, tide_barrier(c->comm), what))
-            break;
-        if (c->rank == late)
-            tt_sleep(0.05);
+        if (!ok_or_break(c, tide_barrier(c->comm), what)) break;
+        if (c->rank == late) tt_sleep(0.05);
         double mine[2];
         mine[0] = tt_now();
         int rc = tide_barrier(c->comm);
         mine[1] = tt_now();
-        if (!ok_or_break(c, rc, what))
-            break;
+        if (!ok_or_break(c, rc, what)) break;
         rc = tide_allgather(c->comm, mine, times, 2, TIDE_FLOAT64);
-        if (!ok_or_break(c, rc, "barrier timestamps allgather"))
-            break;
+        if (!ok_or_break(c, rc, "barrier timestamps allgather")) break;
         double last_in = times[0], first_out = times[1];
         int who_in = 0, who_out = 0;
         for (int r = 0; r < c->size; r++) {
@@ -229,8 +221,8 @@ static void test_barrier(ctx_t *c)
             }
         }
         if (first_out < last_in)
-            tt_fail("%s: rank %d left the barrier %.6f s before rank %d entered it", what,
-                    who_out, last_in - first_out, who_in);
+            tt_fail("%s: rank %d left the barrier %.6f s before rank %d entered it", what, who_out,
+                    last_in - first_out, who_in);
     }
     free(times);
 }
@@ -251,8 +243,7 @@ static void expect_einval(int rc, const char *what, const tt_buf_t *b1, uint64_t
 
 static void check_req_untouched(tide_request_t *req, const char *what)
 {
-    if (req != POISON_REQ && req != NULL)
-        tt_fail("%s: a rejected call handed out a request", what);
+    if (req != POISON_REQ && req != NULL) tt_fail("%s: a rejected call handed out a request", what);
 }
 
 static void test_invalid_local(ctx_t *c)
@@ -281,38 +272,38 @@ static void test_invalid_local(ctx_t *c)
                   "allreduce(send=recv=NULL, count=5)", NULL, 0, NULL, 0);
     for (size_t i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "allreduce(dtype=%d)", (int)bad_dt[i]);
-        expect_einval(tide_allreduce(c->comm, s.data, r.data, n, bad_dt[i], TIDE_SUM), what, &s,
-                      ts, &r, tr);
+        expect_einval(tide_allreduce(c->comm, s.data, r.data, n, bad_dt[i], TIDE_SUM), what, &s, ts,
+                      &r, tr);
         snprintf(what, sizeof what, "allreduce(dtype=%d, count=0)", (int)bad_dt[i]);
-        expect_einval(tide_allreduce(c->comm, s.data, r.data, 0, bad_dt[i], TIDE_SUM), what, &s,
-                      ts, &r, tr);
+        expect_einval(tide_allreduce(c->comm, s.data, r.data, 0, bad_dt[i], TIDE_SUM), what, &s, ts,
+                      &r, tr);
         snprintf(what, sizeof what, "allreduce(op=%d)", (int)bad_op[i]);
-        expect_einval(tide_allreduce(c->comm, s.data, r.data, n, TIDE_FLOAT32, bad_op[i]), what,
-                      &s, ts, &r, tr);
+        expect_einval(tide_allreduce(c->comm, s.data, r.data, n, TIDE_FLOAT32, bad_op[i]), what, &s,
+                      ts, &r, tr);
         snprintf(what, sizeof what, "allreduce in place (op=%d)", (int)bad_op[i]);
-        expect_einval(tide_allreduce(c->comm, r.data, r.data, n, TIDE_INT32, bad_op[i]), what,
-                      &r, tr, NULL, 0);
+        expect_einval(tide_allreduce(c->comm, r.data, r.data, n, TIDE_INT32, bad_op[i]), what, &r,
+                      tr, NULL, 0);
     }
     expect_einval(tide_allreduce(NULL, s.data, r.data, n, TIDE_FLOAT32, TIDE_SUM),
                   "allreduce(comm=NULL)", &s, ts, &r, tr);
 
     /* broadcast */
-    expect_einval(tide_broadcast(c->comm, NULL, n, TIDE_FLOAT32, 0), "broadcast(buf=NULL)", NULL,
-                  0, NULL, 0);
+    expect_einval(tide_broadcast(c->comm, NULL, n, TIDE_FLOAT32, 0), "broadcast(buf=NULL)", NULL, 0,
+                  NULL, 0);
     for (size_t i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "broadcast(dtype=%d)", (int)bad_dt[i]);
         expect_einval(tide_broadcast(c->comm, r.data, n, bad_dt[i], 0), what, &r, tr, NULL, 0);
     }
     for (size_t i = 0; i < sizeof bad_root / sizeof bad_root[0]; i++) {
         snprintf(what, sizeof what, "broadcast(root=%d) with %d ranks", bad_root[i], N);
-        expect_einval(tide_broadcast(c->comm, r.data, n, TIDE_FLOAT32, bad_root[i]), what, &r,
-                      tr, NULL, 0);
+        expect_einval(tide_broadcast(c->comm, r.data, n, TIDE_FLOAT32, bad_root[i]), what, &r, tr,
+                      NULL, 0);
         snprintf(what, sizeof what, "broadcast(root=%d, count=0) with %d ranks", bad_root[i], N);
-        expect_einval(tide_broadcast(c->comm, r.data, 0, TIDE_FLOAT32, bad_root[i]), what, &r,
-                      tr, NULL, 0);
+        expect_einval(tide_broadcast(c->comm, r.data, 0, TIDE_FLOAT32, bad_root[i]), what, &r, tr,
+                      NULL, 0);
     }
-    expect_einval(tide_broadcast(NULL, r.data, n, TIDE_FLOAT32, 0), "broadcast(comm=NULL)", &r,
-                  tr, NULL, 0);
+    expect_einval(tide_broadcast(NULL, r.data, n, TIDE_FLOAT32, 0), "broadcast(comm=NULL)", &r, tr,
+                  NULL, 0);
 
     /* allgather */
     expect_einval(tide_allgather(c->comm, NULL, r.data, n, TIDE_FLOAT32),
@@ -321,11 +312,10 @@ static void test_invalid_local(ctx_t *c)
                   "allgather(recv=NULL, count=5)", &s, ts, NULL, 0);
     for (size_t i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "allgather(dtype=%d)", (int)bad_dt[i]);
-        expect_einval(tide_allgather(c->comm, s.data, r.data, n, bad_dt[i]), what, &s, ts, &r,
-                      tr);
+        expect_einval(tide_allgather(c->comm, s.data, r.data, n, bad_dt[i]), what, &s, ts, &r, tr);
     }
-    expect_einval(tide_allgather(NULL, s.data, r.data, n, TIDE_FLOAT32), "allgather(comm=NULL)",
-                  &s, ts, &r, tr);
+    expect_einval(tide_allgather(NULL, s.data, r.data, n, TIDE_FLOAT32), "allgather(comm=NULL)", &s,
+                  ts, &r, tr);
 
     /* barrier */
     expect_einval(tide_barrier(NULL), "barrier(comm=NULL)", NULL, 0, NULL, 0);
@@ -356,10 +346,8 @@ static void test_invalid_local(ctx_t *c)
     expect_einval(tide_wait(NULL), "wait(NULL)", NULL, 0, NULL, 0);
 
     /* Queries on NULL, as the header defines them. */
-    if (tide_rank(NULL) != -1)
-        tt_fail("tide_rank(NULL) is %d, want -1", tide_rank(NULL));
-    if (tide_size(NULL) != 0)
-        tt_fail("tide_size(NULL) is %d, want 0", tide_size(NULL));
+    if (tide_rank(NULL) != -1) tt_fail("tide_rank(NULL) is %d, want -1", tide_rank(NULL));
+    if (tide_size(NULL) != 0) tt_fail("tide_size(NULL) is %d, want 0", tide_size(NULL));
 
     int st = tide_comm_status(c->comm);
     if (st != TIDE_OK)
@@ -372,8 +360,7 @@ static void test_invalid_local(ctx_t *c)
 
 static void test_invalid(ctx_t *c)
 {
-    if (c->rank % 2 == 0)
-        test_invalid_local(c);
+    if (c->rank % 2 == 0) test_invalid_local(c);
 
     /* Every rank: a real allreduce must still line up across ranks. */
     int32_t v[3] = {c->rank + 1, -(c->rank + 1), 7}, out[3] = {0, 0, 0};
@@ -408,10 +395,8 @@ static void test_empty_null(ctx_t *c)
     tide_request_t *req = NULL;
     rc = tide_iallreduce(c->comm, NULL, NULL, 0, TIDE_FLOAT16, TIDE_MAX, &req);
     tt_expect_rc(rc, TIDE_OK, "[assumption: count 0 allows NULL] iallreduce(NULL, NULL, 0)");
-    if (rc == TIDE_OK)
-        tt_expect_rc(tide_wait(req), TIDE_OK, "wait on iallreduce(NULL, NULL, 0)");
-    if (tide_comm_status(c->comm) != TIDE_OK)
-        c->broken = true;
+    if (rc == TIDE_OK) tt_expect_rc(tide_wait(req), TIDE_OK, "wait on iallreduce(NULL, NULL, 0)");
+    if (tide_comm_status(c->comm) != TIDE_OK) c->broken = true;
 }
 
 int main(int argc, char **argv)
@@ -441,8 +426,7 @@ int main(int argc, char **argv)
         if (!c.broken && (!only || strstr(only, name))) {                                          \
             double ts_ = tt_now();                                                                 \
             call;                                                                                  \
-            if (c.rank == 0)                                                                       \
-                tt_note("%s: %.2f s", name, tt_now() - ts_);                                       \
+            if (c.rank == 0) tt_note("%s: %.2f s", name, tt_now() - ts_);                          \
         }                                                                                          \
     } while (0)
 

@@ -81,8 +81,7 @@ static bool job_start(ctx_t *c, job_t *j)
 {
     const void *send = j->sp.inplace ? j->recv.data : j->send.data;
     j->req = NULL;
-    int rc = tide_iallreduce(c->comm, send, j->recv.data, j->sp.count, j->sp.dt, j->sp.op,
-                             &j->req);
+    int rc = tide_iallreduce(c->comm, send, j->recv.data, j->sp.count, j->sp.dt, j->sp.op, &j->req);
     if (!tt_expect_rc(rc, TIDE_OK, j->what)) {
         c->broken = true;
         return false;
@@ -98,8 +97,7 @@ static bool job_start(ctx_t *c, job_t *j)
 
 static void job_wait_check(ctx_t *c, job_t *j)
 {
-    if (!j->started)
-        return;
+    if (!j->started) return;
     char w[160];
     snprintf(w, sizeof w, "wait on %s", j->what);
     int rc = tide_wait(j->req);
@@ -127,14 +125,10 @@ static void job_free(job_t *j)
 static void batch_specs(spec_t *sp, int *n, size_t large)
 {
     const spec_t s[] = {
-        {large, TIDE_FLOAT32, TIDE_SUM, true},
-        {1023, TIDE_FLOAT16, TIDE_AVG, false},
-        {7, TIDE_INT64, TIDE_MAX, true},
-        {large / 4 | 1, TIDE_BFLOAT16, TIDE_SUM, false},
-        {1, TIDE_UINT8, TIDE_MIN, false},
-        {0, TIDE_FLOAT64, TIDE_PROD, true},
-        {65537, TIDE_INT32, TIDE_PROD, false},
-        {4099, TIDE_FLOAT64, TIDE_AVG, true},
+        {large, TIDE_FLOAT32, TIDE_SUM, true}, {1023, TIDE_FLOAT16, TIDE_AVG, false},
+        {7, TIDE_INT64, TIDE_MAX, true},       {large / 4 | 1, TIDE_BFLOAT16, TIDE_SUM, false},
+        {1, TIDE_UINT8, TIDE_MIN, false},      {0, TIDE_FLOAT64, TIDE_PROD, true},
+        {65537, TIDE_INT32, TIDE_PROD, false}, {4099, TIDE_FLOAT64, TIDE_AVG, true},
     };
     *n = (int)(sizeof s / sizeof s[0]);
     memcpy(sp, s, sizeof s);
@@ -156,8 +150,7 @@ static void round_batch(ctx_t *c, size_t large, bool reverse, uint64_t salt0)
     tt_watchdog(240, name);
     int started = 0;
     for (int i = 0; i < n && !c->broken; i++)
-        if (job_start(c, &jobs[i]))
-            started++;
+        if (job_start(c, &jobs[i])) started++;
     if (!reverse) {
         for (int i = 0; i < started; i++)
             job_wait_check(c, &jobs[i]);
@@ -167,8 +160,7 @@ static void round_batch(ctx_t *c, size_t large, bool reverse, uint64_t salt0)
         for (int i = started - 2; i >= 0; i--) {
             int rc = tide_wait(jobs[i].req);
             jobs[i].started = false;
-            if (!tt_expect_rc(rc, TIDE_OK, jobs[i].what))
-                c->broken = true;
+            if (!tt_expect_rc(rc, TIDE_OK, jobs[i].what)) c->broken = true;
         }
         double dt = tt_now() - t0;
         if (dt > 0.25)
@@ -211,8 +203,7 @@ static void round_window(ctx_t *c)
         }
     }
     for (int i = 0; i < TOTAL; i++) {
-        if (jobs[i].started)
-            job_wait_check(c, &jobs[i]);
+        if (jobs[i].started) job_wait_check(c, &jobs[i]);
         job_free(&jobs[i]);
     }
 }
@@ -228,8 +219,7 @@ static void round_after(ctx_t *c)
             tt_fail("round D: sum of ranks is %lld, want %lld", (long long)out, (long long)want);
     }
     rc = tide_comm_status(c->comm);
-    if (rc != TIDE_OK)
-        tt_fail("tide_comm_status is %d %s after the requests", rc, tt_rcname(rc));
+    if (rc != TIDE_OK) tt_fail("tide_comm_status is %d %s after the requests", rc, tt_rcname(rc));
 }
 
 int main(int argc, char **argv)
@@ -247,19 +237,14 @@ int main(int argc, char **argv)
     }
     c.rank = tt_rank = tide_rank(c.comm);
     c.size = tide_size(c.comm);
-    if (np > 0 && c.size != np)
-        tt_fail("tide_size is %d, want %ld", c.size, np);
+    if (np > 0 && c.size != np) tt_fail("tide_size is %d, want %ld", c.size, np);
     double t0 = tt_now();
     size_t large = tt_scaled_count(TT_LARGE_COUNT, 4097);
 
-    if (!c.broken)
-        round_batch(&c, large, false, 1);
-    if (!c.broken)
-        round_batch(&c, large, true, 100);
-    if (!c.broken)
-        round_window(&c);
-    if (!c.broken)
-        round_after(&c);
+    if (!c.broken) round_batch(&c, large, false, 1);
+    if (!c.broken) round_batch(&c, large, true, 100);
+    if (!c.broken) round_window(&c);
+    if (!c.broken) round_after(&c);
 
     tt_watchdog(60, "tide_finalize");
     tt_expect_rc(tide_finalize(c.comm), TIDE_OK, "tide_finalize");
