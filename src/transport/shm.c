@@ -136,13 +136,31 @@ static inline int reached(uint32_t v, uint32_t target)
     return (int32_t)(v - target) >= 0;
 }
 
+/* Whether waiting may go on: TIDE_OK, or the abort code / TIDE_EPEERLOST. */
+static int still_waiting(shm_transport_t *s, tide__shm_window_t *w, uint32_t target,
+                         uint64_t now, uint64_t *last_check)
+{
+    int code = atomic_load(&w->hdr[w->rank]->abort_code);
+    if (code) return code;
+    if ((code = atomic_load(&s->failed))) return code;
+    if (now - *last_check < s->poll_ns) return TIDE_OK;
+    *last_check = now;
+    int d = dead_peer(s);
+    if (d >= 0 && !reached(atomic_load(&w->hdr[d]->phase.value), target)) {
+        TIDE_WARN("rank %d exited during a collective", d);
+        shm_abort(&s->base, TIDE_EPEERLOST);
+        return TIDE_EPEERLOST;
+    }
+    return TIDE_OK;
+}
+
 int tide__shm_wait(tide__shm_window_t *w, int j, uint32_t target)
 {
     shm_transport_t *s = of(w->transport);
     tide__futex_t *f = &w->hdr[j]->phase;
-    _Atomic int32_t *abort_word = &w->hdr[w->rank]->abort_code;
     if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) return TIDE_OK;
-    uint64_t start = tide__now_ns();
+    uint64_t start = tide__now_ns(), last_check = start;
+    /* Spinning checks for an abort and dead peers as often as sleeping does. */
     for (unsigned i = 1;; i++) {
         if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) {
             uint64_t grown = s->spin_ns + s->spin_ns / 4 + 200;
@@ -150,33 +168,24 @@ int tide__shm_wait(tide__shm_window_t *w, int j, uint32_t target)
             return TIDE_OK;
         }
         tide__cpu_relax();
-        if ((i & 15) == 0 && tide__now_ns() - start >= s->spin_ns) break;
+        if ((i & 15) == 0) {
+            uint64_t now = tide__now_ns();
+            if (now - start >= s->spin_ns) break;
+            TIDE_CHECK(still_waiting(s, w, target, now, &last_check));
+        }
     }
     uint64_t shrunk = s->spin_ns - s->spin_ns / 4;
     s->spin_ns = shrunk > s->spin_min_ns ? shrunk : s->spin_min_ns;
     for (int i = 0; i < s->yields; i++) {
         if (reached(atomic_load_explicit(&f->value, memory_order_acquire), target)) return TIDE_OK;
-        if (atomic_load_explicit(abort_word, memory_order_relaxed)) break;
+        TIDE_CHECK(still_waiting(s, w, target, tide__now_ns(), &last_check));
         sched_yield();
     }
-    uint64_t last_check = tide__now_ns();
     for (;;) {
         uint32_t v = atomic_load_explicit(&f->value, memory_order_acquire);
         if (reached(v, target)) return TIDE_OK;
-        int code = atomic_load(abort_word);
-        if (code) return code;
-        if (atomic_load(&s->failed)) return atomic_load(&s->failed);
+        TIDE_CHECK(still_waiting(s, w, target, tide__now_ns(), &last_check));
         tide__futex_wait(f, v, s->poll_ns);
-        uint64_t now = tide__now_ns();
-        if (now - last_check >= s->poll_ns) {
-            last_check = now;
-            int d = dead_peer(s);
-            if (d >= 0 && !reached(atomic_load(&w->hdr[d]->phase.value), target)) {
-                TIDE_WARN("rank %d exited during a collective", d);
-                shm_abort(&s->base, TIDE_EPEERLOST);
-                return TIDE_EPEERLOST;
-            }
-        }
     }
 }
 
@@ -277,9 +286,9 @@ int tide__shm_create(const tide__transport_setup_t *setup, tide__transport_t **o
     int over = setup->size > cpus;
     s->win.oversubscribed = over;
     int64_t v;
-    int rc = tide__env_int("TIDE_SHM_SPIN_US", over ? 2 : 200, 0, 10000000, &v);
+    int rc = tide__env_int("TIDE_SHM_SPIN_US", over ? 2 : 50000, 0, 10000000, &v);
     s->spin_max_ns = (uint64_t)v * 1000u;
-    uint64_t floor_ns = over ? 500 : 10000;
+    uint64_t floor_ns = over ? 500 : 10000000;
     s->spin_min_ns = s->spin_max_ns < floor_ns ? s->spin_max_ns : floor_ns;
     s->spin_ns = s->spin_max_ns;
     if (rc == TIDE_OK) rc = tide__env_int("TIDE_SHM_YIELDS", over ? 4 : 0, 0, 1000000, &v);
