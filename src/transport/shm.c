@@ -44,8 +44,8 @@ typedef struct {
 
 static size_t buf_bytes_param(void)
 {
-    int64_t v = 1 << 20;
-    if (tide__env_int("TIDE_SHM_BUF", v, 4096, 1ll << 30, &v) != TIDE_OK) v = 1 << 20;
+    int64_t v = 4 << 20;
+    if (tide__env_int("TIDE_SHM_BUF", v, 4096, 1ll << 30, &v) != TIDE_OK) v = 4 << 20;
     return (size_t)(v & ~(int64_t)63);
 }
 
