@@ -24,7 +24,8 @@ typedef struct {
     size_t tcp_bcast_small; /* broadcast: binomial tree up to here, pipelined chain above */
     size_t tcp_chain_seg;   /* broadcast chain segment */
     size_t shm_flat_max;    /* allreduce: every rank reduces everything, up to here */
-    size_t shm_chunk_min;   /* reduce-scatter/allgather chunk floor */
+    size_t shm_chunk_min;   /* reduce-scatter/allgather chunk floor ... */
+    size_t shm_chunk_max;   /* ... and ceiling, when ranks fit the cores */
     int forced_algo;        /* TIDE_ALGO: 0 auto, else enum tide__algo */
 } tide__tuning_t;
 

@@ -25,6 +25,8 @@ int tide__tuning_load(tide__tuning_t *t)
     t->shm_flat_max = (size_t)v;
     TIDE_CHECK(tide__env_int("TIDE_SHM_CHUNK_MIN", 256 * 1024, 4096, 1 << 30, &v));
     t->shm_chunk_min = (size_t)v;
+    TIDE_CHECK(tide__env_int("TIDE_SHM_CHUNK_MAX", 1 << 20, 4096, 1 << 30, &v));
+    t->shm_chunk_max = (size_t)v;
     t->forced_algo = TIDE__ALGO_AUTO;
     const char *a = getenv("TIDE_ALGO");
     if (a && *a && strcmp(a, "auto")) {
