@@ -133,6 +133,131 @@ TIDE_API const char *tide_errname(int err);
 /* Tide's version as "MAJOR.MINOR.PATCH". */
 TIDE_API const char *tide_version(void);
 
+/* ---- Elastic training ----------------------------------------------------
+ *
+ * A job's membership changes while it trains: members are lost (a crash, a
+ * preempted node), leave on notice (SIGTERM, TIDE_NOTICE_FILE, the coordinator),
+ * and join. Each membership is a numbered generation with ranks 0..size-1; rank
+ * and size may change between steps (read them each step). What survives a
+ * change is the registered state: named buffers that every member holds
+ * identically after each step (parameters, optimizer state, sampler cursor, RNG
+ * seeds). When a generation forms, the members that lack the newest state (the
+ * laggards of a step in flight, and joiners) receive it in memory from the root,
+ * a member with the highest completed step; members that have it move no bytes.
+ *
+ * The step loop:
+ *
+ *     while (tide_step(comm) < total) {
+ *         int rc = tide_step_begin(comm);   // re-forms and restores if needed
+ *         if (rc == TIDE_ESTOPPED) break;   // this member leaves (exit 0)
+ *         if (rc != TIDE_OK) fail(rc);
+ *         rc = train_one_step(comm);        // collectives, then the update
+ *         if (rc == TIDE_OK) rc = tide_step_end(comm, 0);
+ *         if (rc < 0 && !tide_elastic_recoverable(rc)) fail(rc);
+ *     }
+ *
+ * or tide_elastic_run(comm, step_fn, arg), which is that loop. A step must not
+ * change the registered state until its last collective has succeeded (compute,
+ * allreduce, then apply): a step that fails is dropped and redone, on the state
+ * the step began with. In an elastic job the first collective after tide_init is
+ * the state sync of the first tide_step_begin. */
+
+/* Registers bytes at ptr under name (1..63 bytes of [A-Za-z0-9._:/-]) as part of
+ * the elastic state. The memory stays the caller's; it is borrowed until
+ * tide_state_unregister or tide_finalize and must keep its address and size.
+ * Every member registers the same names with the same sizes in the same order
+ * (a difference fails the sync with TIDE_EMISMATCH). Registering a name again
+ * replaces its buffer. */
+TIDE_API int tide_state_register(tide_comm_t *comm, const char *name, void *ptr, size_t bytes);
+TIDE_API int tide_state_unregister(tide_comm_t *comm, const char *name);
+/* A 64-bit FNV-1a hash of the registered state, in registration order: equal on
+ * every member after each step (for tests and sanity checks). */
+TIDE_API uint64_t tide_state_checksum(const tide_comm_t *comm);
+
+/* Steps completed: the index of the step to run next. Restored on a re-form,
+ * so it is the same on every member after tide_step_begin. */
+TIDE_API int64_t tide_step(const tide_comm_t *comm);
+/* The current generation (0 for the first). */
+TIDE_API uint32_t tide_generation(const tide_comm_t *comm);
+
+/* Begins a step: if the membership must change (a loss, a notice, a joiner) it
+ * re-forms the group first and restores the state from the root; it returns when
+ * this member can run step tide_step(comm). TIDE_ESTOPPED: this member leaves (it
+ * had notice, or the job finished or stopped without it): finalize and exit 0. */
+TIDE_API int tide_step_begin(tide_comm_t *comm);
+
+/* Flags of tide_step_end. */
+#define TIDE_STEP_LAST 1 /* this member's training is over after this step */
+
+/* Ends a step whose update has been applied: counts it completed, then agrees
+ * with the other members (one small collective) on what happens next. Returns
+ * TIDE_OK to go on, TIDE_STEP_LAST when some member passed TIDE_STEP_LAST (every
+ * member learns it at the same step), or an error (the step still counts; the
+ * next tide_step_begin re-forms). */
+TIDE_API int tide_step_end(tide_comm_t *comm, int flags);
+
+/* Whether an error from a collective or tide_step_end is one tide_step_begin can
+ * recover from by re-forming (a lost or aborted peer, a timeout). */
+TIDE_API int tide_elastic_recoverable(int err);
+
+/* One step of training: returns TIDE_OK, TIDE_STEP_LAST after the last step, or
+ * an error (the step did not complete; the registered state is as it began). */
+typedef int (*tide_step_fn)(tide_comm_t *comm, void *arg);
+/* Runs fn once per step until some member's fn returns TIDE_STEP_LAST, across
+ * losses, leaves and joins (hvd.elastic.run). Returns TIDE_OK when training is
+ * over, TIDE_ESTOPPED when this member left or the job stopped (exit 0), or an
+ * error that no re-formation can cure. */
+TIDE_API int tide_elastic_run(tide_comm_t *comm, tide_step_fn fn, void *arg);
+
+/* Called after each re-formation, once the state is restored (not for the first
+ * generation): rank and size may have changed. NULL removes it. */
+typedef void (*tide_reset_fn)(tide_comm_t *comm, void *arg);
+TIDE_API int tide_elastic_on_reset(tide_comm_t *comm, tide_reset_fn fn, void *arg);
+
+/* Gives this member notice: it leaves at its next step boundary (P2). For
+ * notice sources the runtime does not watch itself (SIGTERM and TIDE_NOTICE_FILE
+ * are watched; TIDE_NOTICE_SIGNAL=none turns the signal off). */
+TIDE_API int tide_notice(tide_comm_t *comm);
+
+/* Reports a named value (1..63 bytes of [A-Za-z0-9._:/-]) at the current step to
+ * the coordinator: its report, /metrics and `tide status`. Cheap and never
+ * blocking for long; dropped while the coordinator is unreachable. */
+TIDE_API int tide_log_metric(tide_comm_t *comm, const char *name, double value);
+
+/* ---- The elastic sampler ----------------------------------------------------
+ *
+ * A fixed global batch (P6): the order in which an epoch visits n samples is a
+ * permutation drawn from (seed, epoch) alone, and each step takes the next global
+ * batch of B samples from it, split across the current members by rank. Neither
+ * depends on the world size, so a run whose membership changes sees exactly the
+ * samples of an undisturbed run, each once per epoch; only the samples of a lost
+ * in-flight step are used again. The position is a cursor (epoch, step within the
+ * epoch); tide_sampler_register makes it part of the elastic state. */
+typedef struct tide_sampler tide_sampler_t;
+
+/* n_samples in 1..2^32-1, batch >= 1. *out is owned by the caller. */
+TIDE_API int tide_sampler_create(uint64_t n_samples, uint64_t batch, uint64_t seed,
+                                 tide_sampler_t **out);
+TIDE_API void tide_sampler_destroy(tide_sampler_t *s);
+/* Registers the cursor as elastic state under name (NULL: "tide.sampler"); s must
+ * outlive the registration. */
+TIDE_API int tide_sampler_register(tide_comm_t *comm, tide_sampler_t *s, const char *name);
+/* Global batches per epoch: ceil(n / B); the last one of an epoch is short when B
+ * does not divide n. */
+TIDE_API uint64_t tide_sampler_steps_per_epoch(const tide_sampler_t *s);
+TIDE_API void tide_sampler_cursor(const tide_sampler_t *s, uint64_t *epoch, uint64_t *step);
+/* Moves to (epoch, step); a step past the epoch's end carries into later epochs. */
+TIDE_API void tide_sampler_seek(tide_sampler_t *s, uint64_t epoch, uint64_t step);
+/* This rank's part of the current global batch: [rank*g/size, (rank+1)*g/size) of
+ * it, g the global batch's size (*global). Writes *count sample indices to idx
+ * (room for cap; B always suffices). Does not move the cursor. */
+TIDE_API int tide_sampler_batch(tide_sampler_t *s, int rank, int size, uint32_t *idx, size_t cap,
+                                size_t *count, size_t *global);
+/* Moves the cursor one global batch on (into the next epoch after the last). */
+TIDE_API void tide_sampler_advance(tide_sampler_t *s);
+/* The slice of `global` items that rank takes of size: *begin, *count. */
+TIDE_API void tide_sampler_slice(size_t global, int rank, int size, size_t *begin, size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

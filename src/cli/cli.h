@@ -9,5 +9,6 @@ int tide__cli_bench_worker(int argc, char **argv);
 /* `tide status ADDR` (status.c) and `tide report FILE [--png OUT]` (report_cmd.c). */
 int tide__cli_status(int argc, char **argv);
 int tide__cli_report(int argc, char **argv);
+int tide__cli_coordinator(int argc, char **argv); /* `tide coordinator` (coordinator.c) */
 
 #endif

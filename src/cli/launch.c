@@ -1,27 +1,74 @@
 /* launch.c - see launch.h. Signals arrive through a signalfd so the wait loop is
- * one poll; children get the default signal mask back before exec. */
+ * one poll (with the coordinator's notification descriptor); children get the
+ * default signal mask back before exec. Signals are blocked before the
+ * coordinator's thread starts, so SIGCHLD reaches the signalfd and not whichever
+ * thread the kernel picks. */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/launch.h"
-#include "coord/rendezvous.h"
+#include "coord/coordinator.h"
+#include "coord/discovery.h"
 #include "core/auth.h"
 #include "core/error.h"
+#include "core/net.h"
 #include "core/param.h"
+
+#define HEALTHY_RUN_MS 30000 /* a worker that ran this long clears its host's failures */
+#define DONE_GRACE_MS 10000  /* after training finished, workers get this long to exit */
 
 typedef struct {
     pid_t pid;
     int alive;
     int status;
+    int index;
+    int host;
+    uint64_t started_ns;
+    int noticed;
 } worker_t;
+
+typedef struct {
+    char name[TIDE__HOST_MAX];
+    int slots;
+    int running;
+} host_t;
+
+typedef struct {
+    const tide__launch_opts_t *o;
+    int elastic;
+    tide__coord_t *coord;
+    char rdzv[200];
+    char secret_hex[2 * TIDE__SECRET_MAX + 1];
+    char job[17];
+    sigset_t oldmask;
+    worker_t *w;
+    int nw, capw;
+    int next_index;
+    host_t *hosts;
+    int nhosts;
+    tide__blacklist_t bl;
+    int alive;
+    int result;
+    int stopping;
+    int done;
+    int failed;
+    int ever_running;
+    uint64_t kill_at, term_at;
+    int seen_events;
+    uint64_t next_poll_ns;
+    int live_line; /* a progress line is on the terminal */
+    uint64_t last_live_ns;
+} job_t;
 
 static void remove_shm_leftovers(const char *job)
 {
@@ -39,24 +86,114 @@ static void remove_shm_leftovers(const char *job)
     closedir(d);
 }
 
-static pid_t spawn(const tide__launch_opts_t *o, int rank, const char *rdzv, const char *secret,
-                   const char *job, const sigset_t *oldmask)
+static int is_local(const char *host)
 {
+    return !strcmp(host, "localhost") || !strcmp(host, "127.0.0.1") || !strcmp(host, "::1");
+}
+
+/* Appends s to buf, single-quoted for /bin/sh. */
+static int append_quoted(char *buf, size_t cap, size_t *len, const char *s)
+{
+    if (*len + 3 >= cap) return -1;
+    buf[(*len)++] = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            if (*len + 5 >= cap) return -1;
+            memcpy(buf + *len, "'\\''", 4);
+            *len += 4;
+        } else {
+            if (*len + 2 >= cap) return -1;
+            buf[(*len)++] = *s;
+        }
+    }
+    buf[(*len)++] = '\'';
+    buf[(*len)++] = ' ';
+    buf[*len] = 0;
+    return 0;
+}
+
+/* The command line that starts a worker on a remote host: the template with
+ * {host} replaced, then `env` with every TIDE_* variable, then the command. */
+static int remote_command(const job_t *j, const char *host, char *buf, size_t cap)
+{
+    size_t len = 0;
+    const char *t = j->o->launch_tmpl;
+    while (*t) {
+        if (!strncmp(t, "{host}", 6)) {
+            size_t hl = strlen(host);
+            if (len + hl + 1 >= cap) return -1;
+            memcpy(buf + len, host, hl);
+            len += hl;
+            t += 6;
+        } else {
+            if (len + 2 >= cap) return -1;
+            buf[len++] = *t++;
+        }
+    }
+    buf[len++] = ' ';
+    buf[len] = 0;
+    if (append_quoted(buf, cap, &len, "env")) return -1;
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "TIDE_", 5) && append_quoted(buf, cap, &len, *e)) return -1;
+    for (char **a = j->o->argv; *a; a++)
+        if (append_quoted(buf, cap, &len, *a)) return -1;
+    return 0;
+}
+
+static int spawn(job_t *j, int host)
+{
+    if (j->nw == j->capw) {
+        int cap = j->capw ? 2 * j->capw : 16;
+        worker_t *w = realloc(j->w, (size_t)cap * sizeof *w);
+        if (!w) return -1;
+        j->w = w;
+        j->capw = cap;
+    }
+    int index = j->next_index++;
+    const char *hname = j->hosts[host].name;
     pid_t pid = fork();
-    if (pid != 0) return pid;
-    sigprocmask(SIG_SETMASK, oldmask, NULL);
-    char v[64];
-    setenv("TIDE_RENDEZVOUS", rdzv, 1);
-    snprintf(v, sizeof v, "%d", rank);
-    setenv("TIDE_RANK", v, 1);
-    snprintf(v, sizeof v, "%d", o->nworkers);
-    setenv("TIDE_SIZE", v, 1);
-    setenv("TIDE_JOB_SECRET", secret, 1);
-    setenv("TIDE_JOB_ID", job, 1);
-    for (const char **e = o->env; e && *e; e++) putenv((char *)*e);
-    execvp(o->argv[0], o->argv);
-    fprintf(stderr, "tide run: cannot run %s: %s\n", o->argv[0], strerror(errno));
-    _exit(127);
+    if (pid < 0) {
+        fprintf(stderr, "tide run: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &j->oldmask, NULL);
+        /* Workers do not outlive the launcher. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char v[96];
+        setenv("TIDE_RENDEZVOUS", j->rdzv, 1);
+        if (!j->elastic || index < j->o->nworkers) {
+            snprintf(v, sizeof v, "%d", index);
+            setenv("TIDE_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", j->o->nworkers);
+            setenv("TIDE_SIZE", v, 1);
+        } else {
+            unsetenv("TIDE_RANK");
+            unsetenv("TIDE_SIZE");
+        }
+        setenv("TIDE_JOB_SECRET", j->secret_hex, 1);
+        setenv("TIDE_JOB_ID", j->job, 1);
+        snprintf(v, sizeof v, "w%d", index);
+        setenv("TIDE_WORKER_ID", v, 1);
+        for (const char **e = j->o->env; e && *e; e++) putenv((char *)*e);
+        if (is_local(hname) || !j->o->launch_tmpl) {
+            execvp(j->o->argv[0], j->o->argv);
+            fprintf(stderr, "tide run: cannot run %s: %s\n", j->o->argv[0], strerror(errno));
+            _exit(127);
+        }
+        static char cmd[65536];
+        if (remote_command(j, hname, cmd, sizeof cmd)) {
+            fprintf(stderr, "tide run: the command for host %s is too long\n", hname);
+            _exit(127);
+        }
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    j->w[j->nw++] = (worker_t){pid, 1, 0, index, host, tide__now_ns(), 0};
+    j->alive++;
+    j->hosts[host].running++;
+    return 0;
 }
 
 static void describe(int rank, pid_t pid, int status, char *out, size_t n)
@@ -74,104 +211,353 @@ static int exit_code_of(int status)
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+static void clear_live(job_t *j)
+{
+    if (j->live_line) {
+        fprintf(stderr, "\r\033[K");
+        j->live_line = 0;
+    }
+}
+
+static void say(job_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(job_t *j, const char *fmt, ...)
+{
+    clear_live(j);
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tide run: %s\n", line);
+}
+
+static void signal_all(job_t *j, int sig)
+{
+    for (int i = 0; i < j->nw; i++)
+        if (j->w[i].alive) kill(j->w[i].pid, sig);
+}
+
+static void stop_job(job_t *j, int result)
+{
+    if (j->stopping) return;
+    j->stopping = 1;
+    if (!j->result) j->result = result;
+    if (j->coord && j->elastic) tide__coord_stop_job(j->coord, "the launcher is stopping the job");
+    signal_all(j, SIGTERM);
+    j->kill_at = tide__now_ns() + (uint64_t)j->o->grace_ms * 1000000ull;
+}
+
+static void reap(job_t *j)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < j->nw; i++) {
+            worker_t *w = &j->w[i];
+            if (w->pid != pid || !w->alive) continue;
+            w->alive = 0;
+            w->status = status;
+            j->alive--;
+            j->hosts[w->host].running--;
+            int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            if (!j->elastic) {
+                if (failed && !j->stopping) {
+                    char what[160];
+                    describe(w->index, pid, status, what, sizeof what);
+                    say(j, "%s; stopping the other %d worker(s)", what, j->alive);
+                    int code = exit_code_of(status);
+                    stop_job(j, code ? code : 1);
+                }
+                continue;
+            }
+            const char *host = j->hosts[w->host].name;
+            uint64_t ran_ms = (tide__now_ns() - w->started_ns) / 1000000ull;
+            if (!failed || ran_ms > HEALTHY_RUN_MS) tide__blacklist_ok(&j->bl, host);
+            if (!failed || j->stopping || j->done) continue;
+            if (WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127) &&
+                !j->ever_running) {
+                say(j, "worker %d could not start %s (exit status %d)", w->index, j->o->argv[0],
+                    WEXITSTATUS(status));
+                stop_job(j, WEXITSTATUS(status));
+                continue;
+            }
+            int cool = tide__blacklist_fail(&j->bl, host);
+            int rank = tide__coord_rank_of_pid(j->coord, (int)pid);
+            char what[160];
+            if (WIFSIGNALED(status))
+                snprintf(what, sizeof what, "was killed by signal %d (%s)", WTERMSIG(status),
+                         strsignal(WTERMSIG(status)));
+            else
+                snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(status));
+            char rk[48] = "";
+            if (rank >= 0) snprintf(rk, sizeof rk, "rank %d, ", rank);
+            say(j, "worker %d (%spid %d) on %s %s; the job goes on (%s cools down for %d ms)",
+                w->index, rk, (int)pid, host, what, host, cool);
+        }
+    }
+}
+
+static int host_index(job_t *j, const char *name)
+{
+    for (int i = 0; i < j->nhosts; i++)
+        if (!strcmp(j->hosts[i].name, name)) return i;
+    return -1;
+}
+
+/* Applies the latest capacity: new hosts are added, missing ones get 0 slots. */
+static void set_capacity(job_t *j, const tide__host_slots_t *hs, int n)
+{
+    for (int i = 0; i < j->nhosts; i++) j->hosts[i].slots = 0;
+    for (int k = 0; k < n; k++) {
+        int i = host_index(j, hs[k].name);
+        if (i < 0) {
+            if (j->nhosts == TIDE__HOSTS_MAX) continue;
+            i = j->nhosts++;
+            memset(&j->hosts[i], 0, sizeof j->hosts[i]);
+            size_t l = strnlen(hs[k].name, sizeof j->hosts[i].name - 1);
+            memcpy(j->hosts[i].name, hs[k].name, l);
+            j->hosts[i].name[l] = 0;
+        }
+        j->hosts[i].slots = hs[k].slots;
+    }
+}
+
+static void poll_hosts(job_t *j)
+{
+    if (!j->o->hosts_script || tide__now_ns() < j->next_poll_ns) return;
+    int every = j->o->hosts_poll_ms > 0 ? j->o->hosts_poll_ms : 1000;
+    j->next_poll_ns = tide__now_ns() + (uint64_t)every * 1000000ull;
+    static tide__host_slots_t hs[TIDE__HOSTS_MAX];
+    int n = tide__hosts_run(j->o->hosts_script, 10000, hs, TIDE__HOSTS_MAX);
+    if (n < 0) return; /* keep the last capacity; the error is logged */
+    set_capacity(j, hs, n);
+}
+
+/* Fills free slots (up to max) and gives notice to workers beyond capacity. */
+static void reconcile(job_t *j)
+{
+    if (!j->elastic || j->stopping || j->done) return;
+    for (int h = 0; h < j->nhosts; h++) {
+        int excess = j->hosts[h].running - j->hosts[h].slots;
+        for (int i = j->nw - 1; i >= 0 && excess > 0; i--) {
+            worker_t *w = &j->w[i];
+            if (!w->alive || w->host != h) continue;
+            if (w->noticed) {
+                excess--;
+                continue;
+            }
+            w->noticed = 1;
+            excess--;
+            if (tide__coord_notice_pid(j->coord, (int)w->pid) != TIDE_OK) kill(w->pid, SIGTERM);
+            if (!j->o->quiet)
+                say(j, "capacity of %s shrank to %d: worker %d (pid %d) leaves at its next step",
+                    j->hosts[h].name, j->hosts[h].slots, w->index, (int)w->pid);
+        }
+    }
+    if (j->o->no_respawn && j->next_index >= j->o->nworkers) return;
+    int active = 0;
+    for (int i = 0; i < j->nw; i++)
+        if (j->w[i].alive && !j->w[i].noticed) active++;
+    for (int h = 0; h < j->nhosts && active < j->o->max; h++) {
+        if (tide__blacklisted(&j->bl, j->hosts[h].name)) continue;
+        int running = 0;
+        for (int i = 0; i < j->nw; i++)
+            if (j->w[i].alive && !j->w[i].noticed && j->w[i].host == h) running++;
+        while (running < j->hosts[h].slots && active < j->o->max) {
+            if (j->o->no_respawn && j->next_index >= j->o->nworkers) return;
+            if (spawn(j, h) != 0) return;
+            running++;
+            active++;
+        }
+    }
+}
+
+static void show_progress(job_t *j)
+{
+    tide__job_status_t st;
+    tide__coord_status(j->coord, &st);
+    if (st.events != j->seen_events) {
+        j->seen_events = st.events;
+        if (!j->o->quiet && j->elastic && st.message[0]) say(j, "%s", st.message);
+    }
+    if (st.state == TIDE__JOB_RUNNING) j->ever_running = 1;
+    if (j->o->quiet || !j->elastic || !isatty(STDERR_FILENO)) return;
+    uint64_t now = tide__now_ns();
+    if (now - j->last_live_ns < 500000000ull) return;
+    j->last_live_ns = now;
+    fprintf(stderr, "\r\033[K[tide] %s  gen %lld  %d worker(s)%s  step %lld  %.1f steps/s",
+            tide__job_state_name(st.state), (long long)st.generation, st.size,
+            st.waiting ? " +waiting" : "", (long long)st.step, st.steps_per_s);
+    j->live_line = 1;
+}
+
+static void watch_coordinator(job_t *j)
+{
+    tide__job_status_t st;
+    tide__coord_status(j->coord, &st);
+    if (st.state == TIDE__JOB_FAILED && !j->failed) {
+        j->failed = 1;
+        if (j->stopping) return;
+        if (!j->elastic) {
+            /* A loss the launcher may also see as an exit: that one names it best. */
+            reap(j);
+            if (j->stopping) return;
+            say(j, "%s; stopping the other %d worker(s)", st.message, j->alive);
+        } else {
+            say(j, "the job failed: %s", st.message);
+        }
+        stop_job(j, 1);
+    } else if (st.state == TIDE__JOB_DONE && !j->done) {
+        j->done = 1;
+        j->term_at = tide__now_ns() + (uint64_t)DONE_GRACE_MS * 1000000ull;
+    }
+}
+
 int tide__launch_local(const tide__launch_opts_t *o)
 {
+    job_t j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.elastic = o->min > 0;
     tide__secret_t secret;
-    char secret_hex[2 * TIDE__SECRET_MAX + 1], job[17];
     unsigned char jb[8];
-    if (tide__secret_generate(&secret, secret_hex, sizeof secret_hex) != TIDE_OK ||
+    if (tide__secret_generate(&secret, j.secret_hex, sizeof j.secret_hex) != TIDE_OK ||
         tide__random_bytes(jb, sizeof jb) != TIDE_OK) {
         fprintf(stderr, "tide run: cannot generate the job secret\n");
         return 1;
     }
-    for (int i = 0; i < 8; i++) snprintf(job + 2 * i, 3, "%02x", jb[i]);
-    /* Signals are blocked before any thread starts, so that SIGCHLD reaches the
-     * signalfd and not whichever thread the kernel picks. */
-    sigset_t mask, oldmask;
+    for (int i = 0; i < 8; i++) snprintf(j.job + 2 * i, 3, "%02x", jb[i]);
+    char lhost[160] = "127.0.0.1";
+    int lport = 0;
+    if (o->listen) {
+        if (tide__net_split_addr(o->listen, lhost, sizeof lhost, &lport) != TIDE_OK) {
+            snprintf(lhost, sizeof lhost, "%s", o->listen);
+            lport = 0;
+        }
+    }
+    sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &oldmask);
-    tide__rdzv_t *rdzv;
-    if (tide__rdzv_start("127.0.0.1", 0, o->nworkers, &secret, &rdzv) != TIDE_OK) {
-        fprintf(stderr, "tide run: cannot start the rendezvous\n");
-        sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    sigprocmask(SIG_BLOCK, &mask, &j.oldmask);
+    tide__coord_opts_t co = {0};
+    co.host = lhost;
+    co.port = lport;
+    co.secret = &secret;
+    co.settle_ms = -1;
+    co.events_path = o->events_path;
+    if (j.elastic) {
+        co.min = o->min;
+        co.max = o->max;
+        co.expect = o->hosts_script ? 0 : o->nworkers;
+        co.pause_timeout_ms = o->pause_timeout_ms > 0 ? o->pause_timeout_ms : 60000;
+    } else {
+        co.min = co.max = o->nworkers;
+        co.static_ranks = 1;
+    }
+    if (tide__coord_start(&co, &j.coord) != TIDE_OK) {
+        fprintf(stderr, "tide run: cannot start the coordinator on %s:%d\n", lhost, lport);
+        sigprocmask(SIG_SETMASK, &j.oldmask, NULL);
         return 1;
     }
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-    worker_t *w = calloc((size_t)o->nworkers, sizeof *w);
-    int alive = 0, result = 0, stopping = 0;
-    uint64_t kill_at = 0;
-    for (int i = 0; i < o->nworkers; i++) {
-        w[i].pid = spawn(o, i, tide__rdzv_addr(rdzv), secret_hex, job, &oldmask);
-        if (w[i].pid < 0) {
-            fprintf(stderr, "tide run: fork: %s\n", strerror(errno));
-            result = 1;
-            stopping = 1;
-            break;
-        }
-        w[i].alive = 1;
-        alive++;
+    const char *caddr = tide__coord_addr(j.coord);
+    if (o->advertise) {
+        const char *colon = strrchr(caddr, ':');
+        snprintf(j.rdzv, sizeof j.rdzv, "%s%s", o->advertise, colon ? colon : "");
+    } else {
+        snprintf(j.rdzv, sizeof j.rdzv, "%s", caddr);
     }
-    if (stopping) {
+    tide__blacklist_init(&j.bl, o->blacklist_base_ms, o->blacklist_max_ms > 0 ? o->blacklist_max_ms : 60000);
+    j.hosts = calloc(TIDE__HOSTS_MAX, sizeof *j.hosts);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (!j.hosts || sfd < 0) {
+        fprintf(stderr, "tide run: out of resources\n");
+        tide__coord_stop(j.coord);
+        sigprocmask(SIG_SETMASK, &j.oldmask, NULL);
+        free(j.hosts);
+        return 1;
+    }
+    if (o->hosts_script) {
+        poll_hosts(&j);
+        if (!j.nhosts)
+            say(&j, "the hosts script %s lists no host yet; waiting for capacity", o->hosts_script);
+    } else {
+        j.nhosts = 1;
+        snprintf(j.hosts[0].name, sizeof j.hosts[0].name, "localhost");
+        j.hosts[0].slots = o->nworkers;
+    }
+    if (!j.elastic) {
         for (int i = 0; i < o->nworkers; i++)
-            if (w[i].alive) kill(w[i].pid, SIGTERM);
-        kill_at = tide__now_ns() + (uint64_t)o->grace_ms * 1000000ull;
+            if (spawn(&j, 0) != 0) {
+                stop_job(&j, 1);
+                break;
+            }
+    } else {
+        reconcile(&j);
     }
-    while (alive > 0) {
-        int timeout = -1;
-        if (kill_at) {
+    int cfd = tide__coord_notify_fd(j.coord);
+    for (;;) {
+        if (j.alive == 0) {
+            if (!j.elastic || j.stopping || j.done || j.failed) break;
+            /* Nobody left. With a hosts script, capacity may come back (the
+             * coordinator's pause timeout bounds the wait); without, only a
+             * respawn can bring a worker. */
+            if (!o->hosts_script && o->no_respawn) break;
+        }
+        int timeout = 200;
+        if (j.kill_at) {
             uint64_t now = tide__now_ns();
-            timeout = now >= kill_at ? 0 : (int)((kill_at - now) / 1000000ull) + 1;
+            int left = now >= j.kill_at ? 0 : (int)((j.kill_at - now) / 1000000ull) + 1;
+            if (left < timeout) timeout = left;
         }
-        struct pollfd p = {sfd, POLLIN, 0};
-        int pr = poll(&p, 1, timeout);
-        if (pr > 0) {
+        struct pollfd p[2] = {{sfd, POLLIN, 0}, {cfd, POLLIN, 0}};
+        int pr = poll(p, 2, timeout);
+        if (pr > 0 && p[0].revents) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD && !stopping) {
-                fprintf(stderr, "tide run: %s: stopping %d worker(s)\n", strsignal((int)si.ssi_signo),
-                        alive);
-                stopping = 1;
-                result = 128 + (int)si.ssi_signo;
-                for (int i = 0; i < o->nworkers; i++)
-                    if (w[i].alive) kill(w[i].pid, SIGTERM);
-                kill_at = tide__now_ns() + (uint64_t)o->grace_ms * 1000000ull;
+            while (read(sfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGCHLD || j.stopping) continue;
+                say(&j, "%s: stopping %d worker(s)", strsignal((int)si.ssi_signo), j.alive);
+                stop_job(&j, 128 + (int)si.ssi_signo);
+                break;
             }
         }
-        if (kill_at && tide__now_ns() >= kill_at) {
-            for (int i = 0; i < o->nworkers; i++)
-                if (w[i].alive) kill(w[i].pid, SIGKILL);
-            kill_at = 0;
+        if (pr > 0 && p[1].revents) {
+            uint64_t v;
+            ssize_t r = read(cfd, &v, sizeof v);
+            (void)r;
         }
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (int i = 0; i < o->nworkers; i++) {
-                if (w[i].pid != pid || !w[i].alive) continue;
-                w[i].alive = 0;
-                w[i].status = status;
-                alive--;
-                int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-                if (failed && !stopping) {
-                    char what[160];
-                    describe(i, pid, status, what, sizeof what);
-                    fprintf(stderr, "tide run: %s; stopping the other %d worker(s)\n", what, alive);
-                    result = exit_code_of(status);
-                    if (!result) result = 1;
-                    stopping = 1;
-                    for (int j = 0; j < o->nworkers; j++)
-                        if (w[j].alive) kill(w[j].pid, SIGTERM);
-                    kill_at = tide__now_ns() + (uint64_t)o->grace_ms * 1000000ull;
-                }
-            }
+        reap(&j);
+        watch_coordinator(&j);
+        show_progress(&j);
+        if (j.elastic) {
+            poll_hosts(&j);
+            reconcile(&j);
         }
+        uint64_t now = tide__now_ns();
+        if (j.done && j.term_at && now >= j.term_at && j.alive) {
+            say(&j, "training finished, but %d worker(s) did not exit; stopping them", j.alive);
+            signal_all(&j, SIGTERM);
+            j.term_at = 0;
+            j.kill_at = now + (uint64_t)o->grace_ms * 1000000ull;
+        }
+        if (j.kill_at && now >= j.kill_at) {
+            signal_all(&j, SIGKILL);
+            j.kill_at = 0;
+        }
+    }
+    clear_live(&j);
+    if (j.elastic && !j.stopping && !j.done && !j.result) {
+        say(&j, "every worker exited before training finished");
+        j.result = 1;
     }
     close(sfd);
-    sigprocmask(SIG_SETMASK, &oldmask, NULL);
-    tide__rdzv_stop(rdzv);
-    remove_shm_leftovers(job);
-    free(w);
-    return result;
+    sigprocmask(SIG_SETMASK, &j.oldmask, NULL);
+    tide__coord_stop(j.coord);
+    remove_shm_leftovers(j.job);
+    tide__blacklist_free(&j.bl);
+    free(j.w);
+    free(j.hosts);
+    return j.result;
 }

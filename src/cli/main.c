@@ -25,6 +25,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run")) return tide__cli_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "coordinator")) return tide__cli_coordinator(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return tide__cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-worker")) return tide__cli_bench_worker(argc - 1, argv + 1);
     if (!strcmp(cmd, "status")) return tide__cli_status(argc - 1, argv + 1);

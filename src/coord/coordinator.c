@@ -584,6 +584,15 @@ static void try_first(tide__coord_t *c)
             if (ok) form(c, list, k);
         }
     } else {
+        if (k < c->o.min && c->o.pause_timeout_ms > 0 &&
+            ms_since(c->start_ns) > (uint64_t)c->o.pause_timeout_ms) {
+            char words[200];
+            snprintf(words, sizeof words, "fewer than --min %d workers registered within %d ms (%d did)",
+                     c->o.min, c->o.pause_timeout_ms, k);
+            free(list);
+            fail_job(c, words);
+            return;
+        }
         int target = c->o.expect > 0 && c->o.expect < c->o.max ? c->o.expect : c->o.max;
         if (target < c->o.min) target = c->o.min;
         if (k >= target || (k >= c->o.min && ms_since(c->last_reg_at) >= (uint64_t)c->o.settle_ms))

@@ -1,9 +1,11 @@
 /* comm.c - joining and leaving a job: tide_init reads the TIDE_* environment,
- * registers with the coordinator, brings up the transport the member table
- * calls for, and builds generation 0's group. */
+ * opens the control connection, registers with the coordinator, and builds the
+ * first generation's group (generation.c); tide_finalize tells the coordinator
+ * how this member ends and frees everything. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -11,6 +13,7 @@
 #include "core/param.h"
 #include "elastic/comm.h"
 #include "elastic/control.h"
+#include "elastic/proto.h"
 #include "transport/shm.h"
 
 static int valid_job_id(const char *s)
@@ -29,35 +32,44 @@ static tide_comm_t *comm_alloc(void)
     tide_comm_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->ctrl_fd = c->listen_fd = -1;
+    c->forming_gen = c->aborted_gen = -1;
+    c->completed = -1;
+    c->root_step = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     pthread_cond_init(&c->done_cv, NULL);
+    pthread_mutex_init(&c->gmu, NULL);
     return c;
 }
 
 static void comm_free(tide_comm_t *c)
 {
+    /* The control thread may abort the group: it goes first. */
+    tide__ctl_close(c->ctl, NULL, 0);
+    c->ctl = NULL;
     tide__group_destroy(c->group);
-    if (c->ctrl_fd >= 0) close(c->ctrl_fd);
     if (c->listen_fd >= 0) close(c->listen_fd);
+    tide__state_free(c);
+    free(c->steps);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->done_cv);
+    pthread_mutex_destroy(&c->gmu);
     free(c);
 }
 
-enum transport_choice { CHOOSE_AUTO, CHOOSE_SHM, CHOOSE_TCP };
-
-static int read_env(tide_comm_t *c, int64_t *rank, int64_t *size, int64_t *timeout_ms,
-                    enum transport_choice *tc)
+static int read_env(tide_comm_t *c, int64_t *rank, int64_t *size, const char **transport)
 {
     TIDE_CHECK(tide__env_int("TIDE_SIZE", -1, 1, 65536, size));
     TIDE_CHECK(tide__env_int("TIDE_RANK", -1, 0, 65535, rank));
-    if (*size < 1 || *rank < 0 || *rank >= *size) {
-        TIDE_ERROR("TIDE_RANK and TIDE_SIZE must be set, with 0 <= TIDE_RANK < TIDE_SIZE");
+    if (*size > 0 && *rank >= *size) {
+        TIDE_ERROR("TIDE_RANK (%lld) must be below TIDE_SIZE (%lld)", (long long)*rank,
+                   (long long)*size);
         return TIDE_ECONFIG;
     }
-    TIDE_CHECK(tide__env_int("TIDE_TIMEOUT_MS", 60000, 100, 3600000, timeout_ms));
+    int64_t timeout_ms;
+    TIDE_CHECK(tide__env_int("TIDE_TIMEOUT_MS", 60000, 100, 3600000, &timeout_ms));
+    c->timeout_ms = (int)timeout_ms;
     const char *secret = getenv("TIDE_JOB_SECRET");
     if (!secret || tide__secret_from_hex(secret, &c->secret) != TIDE_OK) {
         TIDE_ERROR("TIDE_JOB_SECRET must hold the job's secret as 32 to 128 hex digits");
@@ -70,79 +82,63 @@ static int read_env(tide_comm_t *c, int64_t *rank, int64_t *size, int64_t *timeo
     }
     snprintf(c->job_id, sizeof c->job_id, "%s", job);
     const char *t = getenv("TIDE_TRANSPORT");
-    if (!t || !*t || !strcmp(t, "auto")) *tc = CHOOSE_AUTO;
-    else if (!strcmp(t, "shm")) *tc = CHOOSE_SHM;
-    else if (!strcmp(t, "tcp")) *tc = CHOOSE_TCP;
-    else {
+    if (!t || !*t || !strcmp(t, "auto")) {
+        c->transport_choice = TIDE__CHOOSE_AUTO;
+        t = "auto";
+    } else if (!strcmp(t, "shm")) {
+        c->transport_choice = TIDE__CHOOSE_SHM;
+    } else if (!strcmp(t, "tcp")) {
+        c->transport_choice = TIDE__CHOOSE_TCP;
+    } else {
         TIDE_ERROR("TIDE_TRANSPORT=\"%s\": expected auto, shm or tcp", t);
         return TIDE_ECONFIG;
+    }
+    *transport = t;
+    const char *id = getenv("TIDE_WORKER_ID");
+    if (id && *id) {
+        if (!tide__valid_name(id, sizeof c->worker_id)) {
+            TIDE_ERROR("TIDE_WORKER_ID=\"%s\": expected 1 to 63 characters of [A-Za-z0-9._:/-]", id);
+            return TIDE_ECONFIG;
+        }
+        snprintf(c->worker_id, sizeof c->worker_id, "%s", id);
+    } else {
+        /* Unique per process and stable across reconnections. */
+        unsigned char r[4] = {0};
+        tide__random_bytes(r, sizeof r);
+        char host[40];
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        for (char *p = host; *p; p++)
+            if (!tide__valid_name((char[]){*p, 0}, 2)) *p = '_';
+        snprintf(c->worker_id, sizeof c->worker_id, "%.32s-%d-%02x%02x%02x%02x", host, (int)getpid(),
+                 r[0], r[1], r[2], r[3]);
     }
     return TIDE_OK;
 }
 
 static int join(tide_comm_t *c, const char *rendezvous)
 {
-    int64_t rank, size, timeout_ms;
-    enum transport_choice tc;
-    TIDE_CHECK(read_env(c, &rank, &size, &timeout_ms, &tc));
-    tide__log_set_rank((int)rank);
-    c->rank = (int)rank;
-    c->size = (int)size;
+    int64_t rank, size;
+    const char *transport;
+    TIDE_CHECK(read_env(c, &rank, &size, &transport));
+    if (rank >= 0) tide__log_set_rank((int)rank);
+    tide__ctl_opts_t o = {rendezvous, &c->secret, c->worker_id, c->job_id, transport,
+                          (int)rank, (int)size, c->timeout_ms, c};
     char local[64];
-    TIDE_CHECK(tide__control_connect(rendezvous, &c->secret, (int)rank, (int)timeout_ms,
-                                     &c->ctrl_fd, local, sizeof local));
+    TIDE_CHECK(tide__ctl_open(&o, local, sizeof local, &c->ctl));
     const char *bind_addr = getenv("TIDE_ADDR");
     if (!bind_addr || !*bind_addr) bind_addr = local;
+    snprintf(c->bind_addr, sizeof c->bind_addr, "%s", bind_addr);
     int port;
-    TIDE_CHECK(tide__net_listen(bind_addr, 0, 128, &c->listen_fd, &port));
-    uint32_t gen = 0;
-    int shm_ready = 0;
-    if (tc != CHOOSE_TCP && size > 1) {
-        int rc = tide__shm_prepare(c->job_id, gen, (int)rank, (int)size);
-        if (rc != TIDE_OK && tc == CHOOSE_SHM) return rc;
-        shm_ready = rc == TIDE_OK;
-    }
-    char host[128];
-    tide__host_id(host, sizeof host);
-    tide__register_t reg = {(int)rank, (int)size, (int)getpid(), port, host, bind_addr};
-    tide__membership_t m;
-    int rc = tide__control_register(c->ctrl_fd, &reg, (int)timeout_ms, &m);
-    if (rc != TIDE_OK) {
-        if (shm_ready) tide__shm_unlink(c->job_id, gen, (int)rank);
-        return rc;
-    }
-    int same_host = 1;
-    for (int j = 0; j < m.size; j++)
-        if (strcmp(m.members[j].host_id, m.members[0].host_id)) same_host = 0;
-    int use_shm = shm_ready && same_host && size > 1;
-    if (tc == CHOOSE_SHM && !use_shm && size > 1) {
-        TIDE_ERROR("TIDE_TRANSPORT=shm, but the ranks are not all on one host");
+    TIDE_CHECK(tide__net_listen(c->bind_addr, 0, 128, &c->listen_fd, &port));
+    TIDE_CHECK(tide__ctl_start(c->ctl, c->bind_addr, port));
+    c->elastic = tide__ctl_elastic(c->ctl);
+    int rc = tide__gen_join(c, -1, c->elastic ? -1 : c->timeout_ms);
+    if (rc == TIDE_OK && !c->elastic && size > 0 && (c->size != size || c->rank != rank)) {
+        TIDE_ERROR("the coordinator made this worker rank %d of %d; TIDE_RANK/TIDE_SIZE say %lld of %lld",
+                   c->rank, c->size, (long long)rank, (long long)size);
         rc = TIDE_ECONFIG;
     }
-    if (shm_ready && !use_shm) tide__shm_unlink(c->job_id, gen, (int)rank);
-    tide__transport_t *t = NULL;
-    tide__transport_setup_t setup = {(int)rank, (int)size, m.generation, m.members, &c->secret,
-                                     c->job_id, c->listen_fd, (int)timeout_ms};
-    if (rc == TIDE_OK && size > 1)
-        rc = use_shm ? tide__shm_create(&setup, &t) : tide__tcp_create(&setup, &t);
-    free(m.members);
-    if (rc != TIDE_OK) {
-        if (use_shm) tide__shm_unlink(c->job_id, gen, (int)rank);
-        return rc;
-    }
-    rc = tide__group_create((int)rank, (int)size, m.generation, t, &c->group);
-    if (rc != TIDE_OK) {
-        if (t) t->ops->destroy(t);
-        return rc;
-    }
-    if (use_shm) {
-        /* Every rank has mapped every segment once this barrier passes; the names
-         * can go, and the memory lives exactly as long as the mappings. */
-        rc = tide_barrier(c);
-        tide__shm_unlink(c->job_id, gen, (int)rank);
-    }
-    TIDE_INFO("joined generation %u as rank %d of %d over %s", m.generation, c->rank, c->size,
-              t ? t->ops->name : "self");
     return rc;
 }
 
@@ -155,14 +151,21 @@ int tide_init(tide_comm_t **out)
     const char *rendezvous = getenv("TIDE_RENDEZVOUS");
     int rc;
     if (!rendezvous || !*rendezvous) {
+        /* A job of one. It is elastic in the one way it can be: a notice makes it
+         * leave at a step boundary. */
         c->rank = 0;
         c->size = 1;
-        rc = tide__group_create(0, 1, 0, NULL, &c->group);
+        c->elastic = 1;
+        c->need_sync = 1;
+        c->gen_count = 1;
+        c->steps = calloc(1, sizeof *c->steps);
+        rc = c->steps ? tide__group_create(0, 1, 0, NULL, &c->group) : TIDE_ENOMEM;
+        if (c->steps) c->steps[0] = -1;
     } else {
         rc = join(c, rendezvous);
     }
     if (rc != TIDE_OK) {
-        TIDE_ERROR("tide_init failed: %s", tide_strerror(rc));
+        if (rc != TIDE_ESTOPPED) TIDE_ERROR("tide_init failed: %s", tide_strerror(rc));
         comm_free(c);
         return rc;
     }
@@ -174,6 +177,32 @@ int tide_finalize(tide_comm_t *comm)
 {
     if (!comm) return TIDE_EINVAL;
     tide__comm_stop_engine(comm);
+    if (comm->ctl) {
+        /* "done": this member finished in good standing; "bye": it is simply
+         * gone (it left on notice, failed, or gave up). */
+        int healthy = comm->group && tide__group_status(comm->group) == TIDE_OK && !comm->left;
+        tide__ctl_close(comm->ctl, comm->finished || healthy ? "done" : "bye",
+                        comm->completed < 0 ? 0 : comm->completed);
+        comm->ctl = NULL;
+    }
+    tide__notice_stop(comm);
     comm_free(comm);
     return TIDE_OK;
+}
+
+void tide__comm_abort_gen(tide_comm_t *c, int64_t gen, int code)
+{
+    pthread_mutex_lock(&c->gmu);
+    if (gen > c->aborted_gen) c->aborted_gen = gen;
+    if (c->group && (gen < 0 || (int64_t)c->group->generation == gen)) {
+        tide__group_abort(c->group, code);
+    }
+    if (c->forming_gen >= 0 && (gen < 0 || c->forming_gen == gen) && !c->listen_interrupted &&
+        c->listen_fd >= 0) {
+        /* Wakes an accept in the transport's setup; the listener is replaced
+         * once the setup has returned. */
+        shutdown(c->listen_fd, SHUT_RDWR);
+        c->listen_interrupted = 1;
+    }
+    pthread_mutex_unlock(&c->gmu);
 }
