@@ -218,6 +218,10 @@ gen_pki() {
     -extensions ca -out "$PKI/ca.crt" 2>/dev/null
   local api_sans="DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   api_sans="$api_sans,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:::1,IP:$SERVICE_IP"
+  # The agent serves ClusterIP 10.96.x.y on 127.96.x.y, so a pod that dials the
+  # kubernetes Service through KUBERNETES_SERVICE_HOST reaches that address.
+  local service_loopback="127.96.${SERVICE_IP#*.*.}"
+  api_sans="$api_sans,IP:$service_loopback"
   # The leaves are independent: make them in parallel (about 1 s saved per `up`).
   local -a jobs=()
   # Service-account token signing key pair (RSA: RS256 tokens, the common case).
