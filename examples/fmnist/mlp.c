@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "rng.h"
 
 int fm_mlp_init(fm_mlp_t *m, int n_layers, const int *widths, size_t max_batch)
 {

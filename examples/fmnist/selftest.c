@@ -1,6 +1,6 @@
 /*
- * selftest.c - checks of the example's math that need neither Tide nor the dataset:
- * the sampler's promises (a permutation per epoch, slices that tile the global batch
+ * selftest.c - checks of the example's math that need no job and no dataset: the
+ * promises of Tide's elastic sampler (a permutation per epoch, slices that tile the global batch
  * for any world size, cursors that seek), the MLP's backward pass against finite
  * differences, and the data-parallel identity the trainer relies on: the sum over
  * ranks of each rank's gradient (scaled by 1/B) equals the one-process gradient of
@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "mlp.h"
-#include "sampler.h"
+#include "rng.h"
+#include "tide.h"
 
 static int failures = 0;
 
@@ -50,16 +51,17 @@ static void test_rng(void)
 }
 
 /* The order in which one epoch visits the samples, taken as world size `size`. */
-static void epoch_order(fm_sampler_t *s, uint64_t epoch, int size, uint32_t *out, size_t *n_out)
+static void epoch_order(tide_sampler_t *s, uint64_t epoch, int size, uint32_t *out, size_t *n_out,
+                        size_t n_samples, size_t batch)
 {
-    size_t steps = fm_sampler_steps_per_epoch(s), n = 0;
-    uint32_t *idx = malloc(s->batch * sizeof *idx);
+    size_t steps = tide_sampler_steps_per_epoch(s), n = 0;
+    uint32_t *idx = malloc(batch * sizeof *idx);
     for (size_t st = 0; st < steps; st++) {
-        fm_sampler_seek(s, (fm_cursor_t){epoch, st});
+        tide_sampler_seek(s, epoch, st);
         size_t g0 = 0, before = n;
         for (int r = 0; r < size; r++) {
             size_t count, global;
-            fm_sampler_batch(s, r, size, idx, &count, &global);
+            CHECK(tide_sampler_batch(s, r, size, idx, batch, &count, &global) == TIDE_OK, "batch");
             CHECK(count <= global / (size_t)size + 1, "rank %d of %d got %zu of %zu", r, size,
                   count, global);
             CHECK(count + 1 >= global / (size_t)size, "rank %d of %d got %zu of %zu", r, size,
@@ -70,26 +72,27 @@ static void epoch_order(fm_sampler_t *s, uint64_t epoch, int size, uint32_t *out
             n += count;
         }
         CHECK(n - before == g0, "slices of step %zu cover %zu of %zu samples", st, n - before, g0);
-        CHECK(g0 == (st + 1 < steps ? s->batch : s->n_samples - st * s->batch),
+        CHECK(g0 == (st + 1 < steps ? batch : n_samples - st * batch),
               "step %zu has a global batch of %zu", st, g0);
     }
     free(idx);
     *n_out = n;
 }
 
+/* The promises of Tide's elastic sampler, which the trainer relies on (P6). */
 static void test_sampler(void)
 {
     const size_t N = 1000, B = 64; /* 16 steps, the last one of 40 */
-    fm_sampler_t s, t;
-    CHECK(fm_sampler_init(&s, N, B, 7) == 0, "init");
-    CHECK(fm_sampler_init(&t, N, B, 7) == 0, "init");
-    CHECK(fm_sampler_steps_per_epoch(&s) == 16, "steps per epoch %zu",
-          fm_sampler_steps_per_epoch(&s));
+    tide_sampler_t *s, *t;
+    CHECK(tide_sampler_create(N, B, 7, &s) == TIDE_OK, "create");
+    CHECK(tide_sampler_create(N, B, 7, &t) == TIDE_OK, "create");
+    CHECK(tide_sampler_steps_per_epoch(s) == 16, "steps per epoch %llu",
+          (unsigned long long)tide_sampler_steps_per_epoch(s));
     uint32_t *ref = malloc(N * sizeof *ref), *got = malloc(N * sizeof *got);
     unsigned char *seen = calloc(N, 1);
+    size_t n;
     for (uint64_t e = 0; e < 3; e++) {
-        size_t n;
-        epoch_order(&s, e, 1, ref, &n);
+        epoch_order(s, e, 1, ref, &n, N, B);
         CHECK(n == N, "epoch %llu visits %zu samples", (unsigned long long)e, n);
         memset(seen, 0, N);
         for (size_t i = 0; i < n; i++)
@@ -101,50 +104,52 @@ static void test_sampler(void)
               once);
         /* Any world size sees the same global batches in the same order. */
         for (int size = 2; size <= 70; size += (size < 9 ? 1 : 61)) {
-            epoch_order(&s, e, size, got, &n);
+            epoch_order(s, e, size, got, &n, N, B);
             CHECK(n == N && memcmp(ref, got, N * sizeof *ref) == 0,
                   "epoch %llu in %d ranks differs from 1 rank", (unsigned long long)e, size);
         }
         /* A second sampler with the same seed agrees: the order is a function of
          * (seed, epoch) only. */
-        epoch_order(&t, e, 3, got, &n);
+        epoch_order(t, e, 3, got, &n, N, B);
         CHECK(memcmp(ref, got, N * sizeof *ref) == 0, "same seed, different order");
     }
     /* Epochs and seeds change the order. */
-    epoch_order(&s, 0, 1, ref, &(size_t){0});
-    epoch_order(&s, 1, 1, got, &(size_t){0});
+    epoch_order(s, 0, 1, ref, &n, N, B);
+    epoch_order(s, 1, 1, got, &n, N, B);
     CHECK(memcmp(ref, got, N * sizeof *ref) != 0, "epochs 0 and 1 have the same order");
-    fm_sampler_free(&t);
-    CHECK(fm_sampler_init(&t, N, B, 8) == 0, "init");
-    epoch_order(&t, 0, 1, got, &(size_t){0});
+    tide_sampler_destroy(t);
+    CHECK(tide_sampler_create(N, B, 8, &t) == TIDE_OK, "create");
+    epoch_order(t, 0, 1, got, &n, N, B);
     CHECK(memcmp(ref, got, N * sizeof *ref) != 0, "seeds 7 and 8 have the same order");
 
     /* Advancing walks the steps and rolls into the next epoch. */
-    fm_sampler_seek(&s, (fm_cursor_t){0, 0});
+    uint64_t ce, cs;
+    tide_sampler_seek(s, 0, 0);
     for (int i = 0; i < 16 * 2 + 5; i++)
-        fm_sampler_advance(&s);
-    CHECK(s.cursor.epoch == 2 && s.cursor.step == 5, "after 37 steps cursor is (%llu, %llu)",
-          (unsigned long long)s.cursor.epoch, (unsigned long long)s.cursor.step);
-    fm_sampler_seek(&s, (fm_cursor_t){1, 16 + 3});
-    CHECK(s.cursor.epoch == 2 && s.cursor.step == 3, "seek past the epoch end");
+        tide_sampler_advance(s);
+    tide_sampler_cursor(s, &ce, &cs);
+    CHECK(ce == 2 && cs == 5, "after 37 steps cursor is (%llu, %llu)", (unsigned long long)ce,
+          (unsigned long long)cs);
+    tide_sampler_seek(s, 1, 16 + 3);
+    tide_sampler_cursor(s, &ce, &cs);
+    CHECK(ce == 2 && cs == 3, "seek past the epoch end");
 
     /* The slice arithmetic, including empty slices when ranks outnumber samples. */
     size_t b, c;
-    fm_slice(10, 3, 4, &b, &c);
+    tide_sampler_slice(10, 3, 4, &b, &c);
     CHECK(b == 7 && c == 3, "slice(10, 3 of 4) = [%zu, +%zu)", b, c);
-    fm_slice(2, 0, 4, &b, &c);
+    tide_sampler_slice(2, 0, 4, &b, &c);
     CHECK(c == 0, "slice(2, 0 of 4) has %zu", c);
-    fm_slice(2, 5, 4, &b, &c);
+    tide_sampler_slice(2, 5, 4, &b, &c);
     CHECK(c == 0, "an out-of-range rank gets samples");
-    fm_sampler_free(&t);
-    CHECK(fm_sampler_init(&t, 0, 1, 0) != 0, "an empty training set is accepted");
-    CHECK(fm_sampler_init(&t, 10, 0, 0) != 0, "a batch of 0 is accepted");
+    tide_sampler_destroy(t);
+    CHECK(tide_sampler_create(0, 1, 0, &t) != TIDE_OK, "an empty training set is accepted");
+    CHECK(tide_sampler_create(10, 0, 0, &t) != TIDE_OK, "a batch of 0 is accepted");
 
     free(ref);
     free(got);
     free(seen);
-    fm_sampler_free(&s);
-    fm_sampler_free(&t);
+    tide_sampler_destroy(s);
 }
 
 static void fill_random(fm_mlp_t *m, size_t rows, uint8_t *labels, uint64_t seed)
@@ -270,7 +275,7 @@ static void test_data_parallel(void)
         double loss = 0.0;
         for (int r = 0; r < n; r++) {
             size_t b, c;
-            fm_slice(B, r, n, &b, &c);
+            tide_sampler_slice(B, r, n, &b, &c);
             memcpy(fm_mlp_input(&m), x + b * 784, c * 784 * sizeof *x);
             loss += fm_mlp_forward_backward(&m, c, labels + b, 1.0f / (float)B, NULL, NULL, NULL);
             for (size_t i = 0; i <= m.n_params; i++)

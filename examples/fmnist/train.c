@@ -1,16 +1,26 @@
 /*
- * train.c - fmnist-train: a data-parallel MLP on Fashion-MNIST through Tide.
+ * train.c - fmnist-train: a data-parallel MLP on Fashion-MNIST through Tide's
+ * elastic API.
  *
  * Every rank holds the whole model. Each step takes the next global batch of B
- * samples from the sampler (the same on every rank), computes the gradient over its
- * own slice of it, scaled by 1/B, and one allreduce(SUM) over the gradient slab then
- * gives every rank the gradient of the mean loss over the global batch, whatever
- * the world size. Every rank applies the same update, so the parameter slabs stay
- * identical; the run ends by checking that they are (a CRC-32 of each rank's slab).
+ * samples from Tide's elastic sampler (the same on every rank, whatever the world
+ * size), computes the gradient over its own slice of it, scaled by 1/B, and one
+ * allreduce(SUM) over the gradient slab then gives every rank the gradient of the
+ * mean loss over the global batch. Every rank applies the same update, so the
+ * parameter slabs stay identical; the run ends by checking that they are (a
+ * CRC-32 of each rank's slab).
+ *
+ * The training state is registered with Tide (parameters, momentum, the sampler's
+ * cursor, the step and epoch statistics), and the loop runs in tide_elastic_run:
+ * when a rank is lost, the others re-form and go on from the newest step any of
+ * them completed; a rank given notice (SIGTERM) leaves at a step boundary; a new
+ * rank joins at a step boundary and receives the state in memory. Each elastic
+ * step is a training step, or, after an epoch's last batch, the evaluation that
+ * prints its line: a step never changes the state before its collectives succeed.
  *
  * Run alone it is a job of one; under `tide run -n N -- fmnist-train ...` it is N
- * ranks. Rank 0 prints the log. Exit status: 0 done, 1 failed (data, Tide), 2 bad
- * arguments.
+ * ranks (`--min/--max` for an elastic job). Rank 0 prints the log. Exit status: 0
+ * done (or left the job), 1 failed (data, Tide), 2 bad arguments.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -27,7 +37,7 @@
 
 #include "idx.h"
 #include "mlp.h"
-#include "sampler.h"
+#include "rng.h"
 #include "tide.h"
 
 #define CLASSES 10
@@ -271,11 +281,11 @@ static void gather(fm_mlp_t *m, const fm_dataset_t *d, const uint32_t *idx, size
 
 /* Test loss and accuracy: each rank evaluates its slice of the test set and the
  * sums are allreduced, so every rank returns the same figures. */
-static void evaluate(tide_comm_t *comm, fm_mlp_t *m, const fm_dataset_t *test, uint32_t *idx,
-                     uint8_t *labels, double *loss, double *accuracy)
+static int evaluate(tide_comm_t *comm, fm_mlp_t *m, const fm_dataset_t *test, uint32_t *idx,
+                    uint8_t *labels, double *loss, double *accuracy)
 {
     size_t begin, count;
-    fm_slice(test->n, tide_rank(comm), tide_size(comm), &begin, &count);
+    tide_sampler_slice(test->n, tide_rank(comm), tide_size(comm), &begin, &count);
     double sums[2] = {0.0, 0.0}; /* loss, correct */
     for (size_t done = 0; done < count;) {
         size_t n = count - done < EVAL_CHUNK ? count - done : EVAL_CHUNK;
@@ -287,29 +297,162 @@ static void evaluate(tide_comm_t *comm, fm_mlp_t *m, const fm_dataset_t *test, u
         sums[1] += (double)right;
         done += n;
     }
-    check(tide_allreduce(comm, sums, sums, 2, TIDE_FLOAT64, TIDE_SUM), "tide_allreduce(eval)");
+    int rc = tide_allreduce(comm, sums, sums, 2, TIDE_FLOAT64, TIDE_SUM);
+    if (rc != TIDE_OK) return rc;
     *loss = sums[0] / (double)test->n;
     *accuracy = sums[1] / (double)test->n;
+    return TIDE_OK;
 }
 
 typedef struct {
     tide_comm_t *comm;
     float *grad;
     tide_request_t *req[FM_MLP_MAX_LAYERS];
+    int rc;
 } bucket_t;
 
 static void start_bucket(void *ctx, int layer, size_t off, size_t len)
 {
     bucket_t *b = ctx;
-    check(tide_iallreduce(b->comm, b->grad + off, b->grad + off, len, TIDE_FLOAT32, TIDE_SUM,
-                          &b->req[layer]),
-          "tide_iallreduce(gradients)");
+    int rc = tide_iallreduce(b->comm, b->grad + off, b->grad + off, len, TIDE_FLOAT32, TIDE_SUM,
+                             &b->req[layer]);
+    if (rc != TIDE_OK) {
+        b->req[layer] = NULL;
+        if (b->rc == TIDE_OK) b->rc = rc;
+    }
 }
 
 static float lr_at(const opts_t *o, uint64_t step, uint64_t total)
 {
     if (!o->cosine || total == 0) return o->lr;
     return o->lr * 0.5f * (1.0f + cosf((float)M_PI * (float)step / (float)total));
+}
+
+/* What the members keep identical besides the slabs and the sampler's cursor: the
+ * step and the statistics of the epoch in progress (registered as one buffer). */
+typedef struct {
+    uint64_t step;          /* training steps done */
+    uint64_t eval_step;     /* the step of the last evaluation */
+    double loss_sum;        /* this epoch: sum of loss x global batch */
+    uint64_t samples;       /* this epoch's samples */
+    uint64_t samples_total;
+    double last_loss, last_test_loss, last_acc;
+} stats_t;
+
+typedef struct {
+    opts_t *o;
+    tide_comm_t *comm;
+    fm_mlp_t *m;
+    fm_dataset_t *train, *test;
+    tide_sampler_t *sampler;
+    uint32_t *idx;
+    uint8_t *labels;
+    stats_t st;
+    uint64_t total, schedule;
+    /* This process's own clock, for the rates it prints. */
+    double t_epoch, train_time, t_start;
+    uint64_t samples_here;
+} trainer_t;
+
+/* One evaluation step: the epoch's line. It only reads the state until its
+ * collective has succeeded. */
+static int eval_step(trainer_t *t)
+{
+    double test_loss, acc;
+    int rc = evaluate(t->comm, t->m, t->test, t->idx, t->labels, &test_loss, &acc);
+    if (rc != TIDE_OK) return rc;
+    uint64_t epoch, cstep;
+    tide_sampler_cursor(t->sampler, &epoch, &cstep);
+    /* At an epoch boundary the epoch just finished is `epoch`, 1-based; a run cut
+     * short by --max-steps reports the epoch in progress. */
+    uint64_t shown = cstep == 0 ? epoch : epoch + 1;
+    stats_t *st = &t->st;
+    st->last_loss = st->samples ? st->loss_sum / (double)st->samples : NAN;
+    st->last_test_loss = test_loss;
+    st->last_acc = acc;
+    double now = now_s(), dt = now - t->t_epoch;
+    double rate = dt > 0 ? (double)st->samples / dt : 0.0;
+    if (tide_rank(t->comm) == 0) {
+        if (t->o->json)
+            printf("{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"train_loss\":%.6f,"
+                   "\"test_loss\":%.6f,\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,"
+                   "\"epoch_s\":%.3f,\"ranks\":%d}\n",
+                   shown, st->step, st->last_loss, test_loss, acc, rate, dt, tide_size(t->comm));
+        else if (!t->o->quiet)
+            printf("epoch %3" PRIu64 "  step %6" PRIu64 "  train_loss %.4f  test_loss %.4f  "
+                   "test_accuracy %.4f  %8.0f samples/s  %.2f s\n",
+                   shown, st->step, st->last_loss, test_loss, acc, rate, dt);
+        fflush(stdout);
+        tide_log_metric(t->comm, "test_loss", test_loss);
+        tide_log_metric(t->comm, "test_accuracy", acc);
+    }
+    st->eval_step = st->step;
+    st->loss_sum = 0.0;
+    st->samples = 0;
+    t->t_epoch = now;
+    return st->step >= t->total ? TIDE_STEP_LAST : TIDE_OK;
+}
+
+static int train_step(trainer_t *t)
+{
+    fm_mlp_t *m = t->m;
+    int rank = tide_rank(t->comm), size = tide_size(t->comm);
+    size_t count, global;
+    double t0 = now_s();
+    int rc = tide_sampler_batch(t->sampler, rank, size, t->idx, t->o->batch, &count, &global);
+    if (rc != TIDE_OK) return rc;
+    gather(m, t->train, t->idx, count, t->labels);
+    if (t->o->overlap) {
+        /* One allreduce per layer, each started as soon as the backward pass has
+         * finished that layer, so communication overlaps compute. */
+        bucket_t bk = {t->comm, m->grad, {0}, TIDE_OK};
+        fm_mlp_forward_backward(m, count, t->labels, 1.0f / (float)global, NULL, start_bucket, &bk);
+        for (int l = m->n_layers - 1; l >= 0; l--)
+            if (bk.req[l]) {
+                int w = tide_wait(bk.req[l]);
+                if (w != TIDE_OK && bk.rc == TIDE_OK) bk.rc = w;
+            }
+        rc = bk.rc;
+    } else {
+        fm_mlp_forward_backward(m, count, t->labels, 1.0f / (float)global, NULL, NULL, NULL);
+        rc = tide_allreduce(t->comm, m->grad, m->grad, m->n_params + 1, TIDE_FLOAT32, TIDE_SUM);
+    }
+    if (rc != TIDE_OK) return rc; /* the step is dropped: nothing was changed */
+    /* The loss is the allreduced one, so every rank stops at the same step. */
+    float loss = m->grad[m->n_params];
+    if (!isfinite(loss))
+        die("the loss diverged (%g) at step %" PRIu64 "; try a lower --lr", (double)loss,
+            t->st.step + 1);
+    fm_mlp_sgd(m, lr_at(t->o, t->st.step, t->schedule), t->o->momentum, t->o->weight_decay);
+    tide_sampler_advance(t->sampler);
+    t->st.loss_sum += (double)loss * (double)global;
+    t->st.samples += global;
+    t->st.samples_total += global;
+    t->st.step++;
+    t->samples_here += global;
+    t->train_time += now_s() - t0;
+    if (rank == 0) tide_log_metric(t->comm, "loss", (double)loss);
+    return TIDE_OK;
+}
+
+/* One elastic step: the evaluation, when an epoch ended (or the run did), else
+ * one training step. */
+static int step(tide_comm_t *comm, void *arg)
+{
+    trainer_t *t = arg;
+    uint64_t epoch, cstep;
+    tide_sampler_cursor(t->sampler, &epoch, &cstep);
+    if (t->st.step > t->st.eval_step && (cstep == 0 || t->st.step >= t->total)) return eval_step(t);
+    return train_step(t);
+}
+
+static void on_reset(tide_comm_t *comm, void *arg)
+{
+    trainer_t *t = arg;
+    my_rank = tide_rank(comm);
+    if (my_rank == 0 && !t->o->quiet)
+        fprintf(stderr, "%s: generation %u: %d rank(s), resuming at step %" PRIu64 "\n", prog,
+                tide_generation(comm), tide_size(comm), t->st.step);
 }
 
 int main(int argc, char **argv)
@@ -322,10 +465,10 @@ int main(int argc, char **argv)
     openblas_set_num_threads(o.blas_threads);
 
     tide_comm_t *comm = NULL;
-    check(tide_init(&comm), "tide_init");
+    int rc = tide_init(&comm);
+    if (rc == TIDE_ESTOPPED) return 0; /* the job finished before this worker joined */
+    check(rc, "tide_init");
     my_rank = tide_rank(comm);
-    int size = tide_size(comm);
-    int lead = my_rank == 0;
 
     char err[1024];
     fm_dataset_t train, test;
@@ -342,84 +485,59 @@ int main(int argc, char **argv)
     size_t max_rows = o.batch > EVAL_CHUNK ? o.batch : EVAL_CHUNK;
     fm_mlp_t m;
     if (fm_mlp_init(&m, o.n_hidden + 1, widths, max_rows) != 0) die("out of memory for the model");
-    /* Every rank draws the same weights from the seed; the broadcast makes rank 0's
-     * slab authoritative all the same, as it will be for a member joining later. */
+    /* Every rank draws the same weights from the seed; the first state sync makes
+     * rank 0's slabs authoritative all the same, as they are for a member joining
+     * later. */
     fm_mlp_init_params(&m, o.seed);
-    check(tide_broadcast(comm, m.params, m.n_params, TIDE_FLOAT32, 0), "tide_broadcast");
 
-    fm_sampler_t sampler;
-    if (fm_sampler_init(&sampler, train.n, o.batch, o.seed) != 0) die("cannot start the sampler");
-    uint32_t *idx = malloc(max_rows * sizeof *idx);
-    uint8_t *labels = malloc(max_rows);
-    if (!idx || !labels) die("out of memory");
+    trainer_t t = {0};
+    t.o = &o;
+    t.comm = comm;
+    t.m = &m;
+    t.train = &train;
+    t.test = &test;
+    if (tide_sampler_create(train.n, o.batch, o.seed, &t.sampler) != TIDE_OK)
+        die("cannot start the sampler");
+    t.idx = malloc(max_rows * sizeof *t.idx);
+    t.labels = malloc(max_rows);
+    if (!t.idx || !t.labels) die("out of memory");
+    check(tide_state_register(comm, "params", m.params, m.n_params * sizeof(float)),
+          "tide_state_register(params)");
+    check(tide_state_register(comm, "momentum", m.mom, m.n_params * sizeof(float)),
+          "tide_state_register(momentum)");
+    check(tide_sampler_register(comm, t.sampler, "sampler"), "tide_sampler_register");
+    check(tide_state_register(comm, "stats", &t.st, sizeof t.st), "tide_state_register(stats)");
+    tide_elastic_on_reset(comm, on_reset, &t);
 
     /* The schedule spans the epochs asked for; --max-steps only stops the run early,
      * so a run cut at step N is exactly the first N steps of the full run. */
-    uint64_t steps_per_epoch = fm_sampler_steps_per_epoch(&sampler);
-    uint64_t schedule = o.epochs * steps_per_epoch, total = schedule;
-    if (o.max_steps && o.max_steps < total) total = o.max_steps;
+    uint64_t steps_per_epoch = tide_sampler_steps_per_epoch(t.sampler);
+    t.schedule = o.epochs * steps_per_epoch;
+    t.total = t.schedule;
+    if (o.max_steps && o.max_steps < t.total) t.total = o.max_steps;
 
-    if (lead && !o.quiet && !o.json)
+    if (my_rank == 0 && !o.quiet && !o.json)
         printf("fmnist-train: %d rank(s), %zu parameters, global batch %" PRIu64 ", %" PRIu64
                " steps/epoch, %zu train / %zu test samples\n",
-               size, m.n_params, o.batch, steps_per_epoch, train.n, test.n);
+               tide_size(comm), m.n_params, o.batch, steps_per_epoch, train.n, test.n);
     fflush(stdout);
 
-    uint64_t step = 0, samples_total = 0;
-    double t_start = now_s(), train_time = 0.0;
-    double last_loss = NAN, last_acc = NAN, last_test_loss = NAN;
-    while (step < total) {
-        uint64_t epoch = sampler.cursor.epoch;
-        double t0 = now_s(), loss_sum = 0.0;
-        uint64_t samples = 0;
-        do {
-            size_t count, global;
-            fm_sampler_batch(&sampler, my_rank, size, idx, &count, &global);
-            gather(&m, &train, idx, count, labels);
-            if (o.overlap) {
-                /* One allreduce per layer, each started as soon as the backward pass
-                 * has finished that layer, so communication overlaps compute. */
-                bucket_t bk = {comm, m.grad, {0}};
-                fm_mlp_forward_backward(&m, count, labels, 1.0f / (float)global, NULL, start_bucket,
-                                        &bk);
-                for (int l = m.n_layers - 1; l >= 0; l--)
-                    check(tide_wait(bk.req[l]), "tide_wait(gradients)");
-            } else {
-                fm_mlp_forward_backward(&m, count, labels, 1.0f / (float)global, NULL, NULL, NULL);
-                check(tide_allreduce(comm, m.grad, m.grad, m.n_params + 1, TIDE_FLOAT32, TIDE_SUM),
-                      "tide_allreduce(gradients)");
-            }
-            /* The loss is the allreduced one, so every rank stops at the same step. */
-            if (!isfinite(m.grad[m.n_params]))
-                die("the loss diverged (%g) at step %" PRIu64 "; try a lower --lr",
-                    (double)m.grad[m.n_params], step + 1);
-            loss_sum += (double)m.grad[m.n_params] * (double)global;
-            samples += global;
-            fm_mlp_sgd(&m, lr_at(&o, step, schedule), o.momentum, o.weight_decay);
-            fm_sampler_advance(&sampler);
-            step++;
-        } while (sampler.cursor.step != 0 && step < total);
-        double dt = now_s() - t0;
-        train_time += dt;
-        samples_total += samples;
-        last_loss = loss_sum / (double)samples;
-        evaluate(comm, &m, &test, idx, labels, &last_test_loss, &last_acc);
-        double rate = dt > 0 ? (double)samples / dt : 0.0;
-        if (lead && o.json)
-            printf("{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"train_loss\":%.6f,"
-                   "\"test_loss\":%.6f,\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,"
-                   "\"epoch_s\":%.3f,\"ranks\":%d}\n",
-                   epoch + 1, step, last_loss, last_test_loss, last_acc, rate, dt, size);
-        else if (lead && !o.quiet)
-            printf("epoch %3" PRIu64 "  step %6" PRIu64 "  train_loss %.4f  test_loss %.4f  "
-                   "test_accuracy %.4f  %8.0f samples/s  %.2f s\n",
-                   epoch + 1, step, last_loss, last_test_loss, last_acc, rate, dt);
-        fflush(stdout);
+    t.t_start = t.t_epoch = now_s();
+    rc = tide_elastic_run(comm, step, &t);
+    my_rank = tide_rank(comm);
+    if (rc == TIDE_ESTOPPED) {
+        /* Notice, or the job ended without this member: it leaves cleanly. */
+        if (!o.quiet)
+            fprintf(stderr, "%s: left the job at step %" PRIu64 "\n", prog, t.st.step);
+        tide_finalize(comm);
+        return 0;
     }
-    double wall = now_s() - t_start;
+    check(rc, "tide_elastic_run");
+    double wall = now_s() - t.t_start;
 
     /* The ranks applied the same updates to the same slab, so their slabs must be
-     * bit-identical; a CRC that differs between ranks means a broken allreduce. */
+     * bit-identical; a CRC that differs between ranks means a broken allreduce (or
+     * a broken state restore). */
     uint32_t crc = (uint32_t)crc32_z(0L, (const Bytef *)m.params, m.n_params * sizeof(float));
     int64_t crc_range[2] = {(int64_t)crc, -(int64_t)crc};
     check(tide_allreduce(comm, crc_range, crc_range, 2, TIDE_INT64, TIDE_MAX),
@@ -427,22 +545,24 @@ int main(int argc, char **argv)
     if (crc_range[0] != (int64_t)crc || -crc_range[1] != (int64_t)crc)
         die("parameter slabs differ between ranks (crc32 %08x here)", crc);
 
-    double rate = train_time > 0 ? (double)samples_total / train_time : 0.0;
-    if (lead && o.json)
+    uint64_t epoch_now;
+    tide_sampler_cursor(t.sampler, &epoch_now, NULL);
+    double rate = t.train_time > 0 ? (double)t.samples_here / t.train_time : 0.0;
+    if (my_rank == 0 && o.json)
         printf("{\"final\":true,\"epochs\":%" PRIu64 ",\"step\":%" PRIu64 ",\"train_loss\":%.6f,"
                "\"test_loss\":%.6f,\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,"
                "\"wall_s\":%.3f,\"ranks\":%d,\"params_crc32\":\"%08x\"}\n",
-               sampler.cursor.epoch, step, last_loss, last_test_loss, last_acc, rate, wall, size,
-               crc);
-    else if (lead)
+               epoch_now, t.st.step, t.st.last_loss, t.st.last_test_loss, t.st.last_acc, rate, wall,
+               tide_size(comm), crc);
+    else if (my_rank == 0)
         printf("final: steps %" PRIu64 "  train_loss %.4f  test_accuracy %.4f  %.0f samples/s  "
                "wall %.2f s  ranks %d  params_crc32 %08x\n",
-               step, last_loss, last_acc, rate, wall, size, crc);
+               t.st.step, t.st.last_loss, t.st.last_acc, rate, wall, tide_size(comm), crc);
     fflush(stdout);
 
-    free(idx);
-    free(labels);
-    fm_sampler_free(&sampler);
+    free(t.idx);
+    free(t.labels);
+    tide_sampler_destroy(t.sampler);
     fm_mlp_free(&m);
     fm_dataset_free(&train);
     fm_dataset_free(&test);

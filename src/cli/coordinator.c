@@ -24,12 +24,14 @@ static const char usage_text[] =
     "  --pause-timeout MS  fail the job after this long below --min (default: wait)\n"
     "  --settle-ms MS      with >= min registered, wait this long for more (default 500)\n"
     "  --events FILE       events as JSON lines\n"
+    "  --http HOST:PORT    serve /metrics, /healthz and /status there (tide status)\n"
+    "  --job NAME          the job's name in /status\n"
     "  --linger-ms MS      after the job ends, keep answering this long (default 2000)\n"
     "The job's secret is read from TIDE_JOB_SECRET (hex).\n";
 
 int tide__cli_coordinator(int argc, char **argv)
 {
-    const char *listen = NULL, *events = NULL;
+    const char *listen = NULL, *events = NULL, *http = NULL, *job = NULL;
     int64_t min = 0, max = 0, expect = 0, pause = 0, settle = 500, linger = 2000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -44,6 +46,8 @@ int tide__cli_coordinator(int argc, char **argv)
         int bad = 0;
         if (!strcmp(a, "--listen")) listen = v;
         else if (!strcmp(a, "--events")) events = v;
+        else if (!strcmp(a, "--http")) http = v;
+        else if (!strcmp(a, "--job")) job = v;
         else if (!strcmp(a, "--min")) bad = tide__parse_int(v, 1, 4096, &min);
         else if (!strcmp(a, "--max")) bad = tide__parse_int(v, 1, 4096, &max);
         else if (!strcmp(a, "--expect")) bad = tide__parse_int(v, 0, 4096, &expect);
@@ -86,14 +90,25 @@ int tide__cli_coordinator(int argc, char **argv)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, &old);
-    tide__coord_opts_t o = {host, port, (int)min, (int)max, (int)expect, 0, (int)settle,
-                            (int)pause, 0, 0, events, &secret};
+    tide__coord_opts_t o = {.host = host,
+                            .port = port,
+                            .min = (int)min,
+                            .max = (int)max,
+                            .expect = (int)expect,
+                            .settle_ms = (int)settle,
+                            .pause_timeout_ms = (int)pause,
+                            .events_path = events,
+                            .secret = &secret,
+                            .http = http,
+                            .job_name = job};
     tide__coord_t *c;
     if (tide__coord_start(&o, &c) != TIDE_OK) {
         fprintf(stderr, "tide coordinator: cannot listen on %s\n", listen);
         return 1;
     }
     printf("tide coordinator listening on %s\n", tide__coord_addr(c));
+    if (tide__coord_http_port(c))
+        printf("tide coordinator serving http on port %d\n", tide__coord_http_port(c));
     fflush(stdout);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     int cfd = tide__coord_notify_fd(c);

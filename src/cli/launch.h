@@ -21,6 +21,10 @@
  * for longer than pause_timeout_ms, or no worker left and none can come.
  *
  * SIGINT or SIGTERM to the launcher stops every worker the same way.
+ *
+ * A chaos file (kill, preempt, freeze, join, coordinator-restart at given times)
+ * or a capacity trace drives the job for experiments, and the run report records
+ * what each event cost (src/cli/chaos.h, trace.h, report.h).
  */
 #ifndef TIDE_CLI_LAUNCH_H
 #define TIDE_CLI_LAUNCH_H
@@ -43,6 +47,16 @@ typedef struct {
     int pause_timeout_ms;     /* 0: 60000 */
     int no_respawn;
     int blacklist_base_ms, blacklist_max_ms; /* 0: 1000, 60000 */
+
+    /* Experiments (elastic only; docs/chaos-and-reports.md). With a chaos file or
+     * a trace, capacity changes only by their actions: workers that exit are not
+     * replaced. */
+    const char *chaos_path;
+    const char *trace_path;
+    double trace_speedup;  /* 0: 1 */
+    double trace_notice_s; /* notice each trace preemption gets (0: SIGKILL) */
+    const char *report_path; /* the run report, written at the end */
+    const char *http;        /* the coordinator's /metrics, /healthz, /status */
 } tide__launch_opts_t;
 
 /* Runs the job to its end with a coordinator of its own. Returns the exit status

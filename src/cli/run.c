@@ -1,9 +1,11 @@
 /* run.c - `tide run`: a job of N workers, static or elastic. See launch.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "cli/trace.h"
 #include "core/param.h"
 
 static const char usage_text[] =
@@ -22,8 +24,26 @@ static const char usage_text[] =
     "  --no-respawn         do not refill the slots of workers that exited\n"
     "  --blacklist-cooldown MS  first cooldown of a failing host, doubling (default 1000)\n"
     "  --events FILE        the coordinator's events as JSON lines\n"
+    "  --http HOST:PORT     serve /metrics, /healthz and /status there (tide status)\n"
+    "  --chaos FILE         inject faults on a schedule (docs/chaos-and-reports.md)\n"
+    "  --trace FILE         replay a capacity trace (time_ms,capacity lines)\n"
+    "  --trace-speedup X    replay the trace X times faster (default 1)\n"
+    "  --trace-notice S     notice each trace preemption gets, in seconds (default 0: SIGKILL)\n"
+    "  --report FILE        write the run report (JSON) at the end, and print its summary\n"
     "  --grace-ms MS        between SIGTERM and SIGKILL when stopping (default 5000)\n"
     "  --quiet              no progress or event lines\n";
+
+static int real(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "tide run: %s \"%s\": expected a number in %g..%g\n", opt, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
 
 static int number(const char *opt, const char *v, int64_t lo, int64_t hi, int *out)
 {
@@ -80,6 +100,12 @@ int tide__cli_run(int argc, char **argv)
         else if (!strcmp(a, "--listen")) o.listen = v;
         else if (!strcmp(a, "--advertise")) o.advertise = v;
         else if (!strcmp(a, "--events")) o.events_path = v;
+        else if (!strcmp(a, "--http")) o.http = v;
+        else if (!strcmp(a, "--chaos")) o.chaos_path = v;
+        else if (!strcmp(a, "--trace")) o.trace_path = v;
+        else if (!strcmp(a, "--report")) o.report_path = v;
+        else if (!strcmp(a, "--trace-speedup")) bad = real(a, v, 1e-3, 1e6, &o.trace_speedup);
+        else if (!strcmp(a, "--trace-notice")) bad = real(a, v, 0, 86400, &o.trace_notice_s);
         else {
             fprintf(stderr, "tide run: unknown option \"%s\"\n%s", a, usage_text);
             return 2;
@@ -93,6 +119,10 @@ int tide__cli_run(int argc, char **argv)
     }
     o.argv = argv + i;
     int elastic = min || max || o.hosts_script;
+    if ((o.chaos_path || o.trace_path) && !elastic) {
+        fprintf(stderr, "tide run: --chaos and --trace need an elastic job (--min and --max)\n");
+        return 2;
+    }
     if (!elastic) {
         if (o.no_respawn || o.launch_tmpl) {
             fprintf(stderr, "tide run: --no-respawn and --launch need an elastic job (--min/--max "
@@ -107,6 +137,18 @@ int tide__cli_run(int argc, char **argv)
     if (min > max) {
         fprintf(stderr, "tide run: --min %d is above --max %d\n", min, max);
         return 2;
+    }
+    if (!n && o.trace_path) {
+        /* The trace says how many to start with. */
+        tide__trace_opts_t to = {o.trace_speedup > 0 ? o.trace_speedup : 1.0, max, min, 0};
+        tide__trace_t tr;
+        char err[512];
+        if (tide__trace_load(o.trace_path, &to, &tr, err, sizeof err) != 0) {
+            fprintf(stderr, "tide run: %s\n", err);
+            return 2;
+        }
+        n = tide__trace_target(&tr, 0);
+        tide__trace_free(&tr);
     }
     if (!n) n = o.hosts_script ? min : max;
     if (!o.hosts_script && (n < min || n > max)) {

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "coord/coordinator.h"
+#include "coord/http.h"
 #include "core/error.h"
 #include "core/net.h"
 #include "core/param.h"
@@ -71,6 +72,8 @@ typedef struct worker {
     int64_t step; /* completed steps it reported last; -1: holds no state */
     int64_t max_step;
     int prepared, prepare_ok, running;
+    int joiner;   /* it joined the current generation (it was no survivor) */
+    int deferred; /* a joiner not ready yet: it says "join" when it is */
     unsigned char *rx;
     size_t rx_len;
 } worker_t;
@@ -84,6 +87,7 @@ typedef struct {
 typedef struct {
     double t;
     int64_t step;
+    int64_t samples;
 } rate_sample_t;
 
 struct tide__coord {
@@ -120,6 +124,7 @@ struct tide__coord {
     int pending_sent;
     int aborted; /* the abort for gen went out */
     uint64_t formed_at, broken_at, paused_at, adopt_deadline, last_reg_at;
+    uint64_t resume_until; /* restarted: no fresh generation before this (members reconnect) */
     char cycle_kind[16];
     char cycle_why[200];
     int cycle_lost, cycle_left, cycle_joined;
@@ -142,6 +147,12 @@ struct tide__coord {
     double steps_per_s;
 
     tide__job_status_t status;
+    tide__http_t *http;
+    char job_name[64];
+    int64_t samples;   /* samples in the steps rank 0 reported */
+    double samples_per_s;
+    int64_t n_lost, n_left, n_joined;
+    double last_recovery_ms;
     json_t *events;
     json_t *metrics;
     json_t *recoveries;
@@ -163,6 +174,11 @@ static uint64_t ms_since(uint64_t t)
     uint64_t now = tide__now_ns();
     return now > t ? (now - t) / 1000000ull : 0;
 }
+
+#define HOOK(c, name, ...)                                                                         \
+    do {                                                                                           \
+        if ((c)->o.hooks.name) (c)->o.hooks.name((c)->o.hooks.ctx, __VA_ARGS__);                   \
+    } while (0)
 
 static void notify(tide__coord_t *c)
 {
@@ -248,7 +264,7 @@ static int in_next(const tide__coord_t *c, const worker_t *w)
 /* A worker that could be placed in the next generation. */
 static int available(const worker_t *w)
 {
-    return w->registered && !w->dead && w->fd >= 0 && !w->broken &&
+    return w->registered && !w->dead && w->fd >= 0 && !w->broken && !w->deferred &&
            (w->st == TIDE__WS_NEW || w->st == TIDE__WS_READY);
 }
 
@@ -371,6 +387,8 @@ static void on_lost(tide__coord_t *c, worker_t *w, const char *why)
          c->phase == PH_PAUSED || c->phase == PH_PREPARING)) {
         w->st = W_LOST;
         c->cycle_lost++;
+        c->n_lost++;
+        HOOK(c, member, "loss", w->rank, w->pid);
         snprintf(words, sizeof words, "lost rank %d (pid %d on %s): %s", w->rank, w->pid, w->addr,
                  why);
         add_event(c, "lost",
@@ -479,7 +497,8 @@ static void publish(tide__coord_t *c)
     }
     c->cycle_joined = 0;
     for (int i = 0; i < c->nnext; i++) {
-        if (!is_member(c, c->next[i]) || c->next_steps[i] < 0) c->cycle_joined++;
+        c->next[i]->joiner = !is_member(c, c->next[i]) || c->next_steps[i] < 0;
+        c->cycle_joined += c->next[i]->joiner;
         send_to(c->next[i], msg);
     }
     json_decref(msg);
@@ -584,6 +603,10 @@ static void try_first(tide__coord_t *c)
             if (ok) form(c, list, k);
         }
     } else {
+        if (c->resume_until && tide__now_ns() < c->resume_until) {
+            free(list);
+            return; /* members of the running job may still re-register */
+        }
         if (k < c->o.min && c->o.pause_timeout_ms > 0 &&
             ms_since(c->start_ns) > (uint64_t)c->o.pause_timeout_ms) {
             char words[200];
@@ -703,9 +726,22 @@ static void check_running(tide__coord_t *c)
         c->all_running = 1;
         uint64_t since = c->broken_at ? c->broken_at : c->formed_at;
         double recovery_ms = (double)(tide__now_ns() - since) / 1e6;
-        int64_t lost_steps = c->cycle_max_step > c->root_step && c->root_step >= 0
-                                 ? c->cycle_max_step - c->root_step : 0;
+        int64_t resumed = c->root_step < 0 ? 0 : c->root_step;
+        int64_t lost_steps = c->cycle_max_step > resumed ? c->cycle_max_step - resumed : 0;
+        if (c->gen > 0 && c->root_step < 0 && c->cycle_max_step > 0) {
+            /* Nobody who held the state survived: a whole-job loss. */
+            char lost_words[200];
+            snprintf(lost_words, sizeof lost_words,
+                     "every member holding the state was lost: generation %lld starts over from "
+                     "the initial state (%lld step(s) lost; resume from a checkpoint instead, P5)",
+                     (long long)c->gen, (long long)lost_steps);
+            add_event(c, "state_lost", json_pack("{s:I, s:I}", "generation", (json_int_t)c->gen,
+                                                 "lost_steps", (json_int_t)lost_steps),
+                      lost_words);
+        }
         const char *kind = c->broken_at ? c->cycle_kind : (c->gen == 0 ? "start" : "resume");
+        if (!strcmp(kind, "reform")) /* agreed at a step boundary: say why */
+            kind = c->cycle_left ? (c->cycle_joined ? "leave+join" : "leave") : "join";
         char words[256];
         snprintf(words, sizeof words,
                  "generation %lld: %d worker(s), resumed at step %lld (%s; lost %lld step(s); %.0f ms)",
@@ -719,6 +755,14 @@ static void check_running(tide__coord_t *c)
                             "lost", c->cycle_lost, "left", c->cycle_left, "joined",
                             c->cycle_joined, "reason", c->cycle_why),
                   words);
+        if (c->gen > 0)
+            for (int r = 0; r < c->nmem; r++)
+                if (c->mem[r]->joiner) {
+                    c->n_joined++;
+                    HOOK(c, member, "join", r, c->mem[r]->pid);
+                }
+        c->last_recovery_ms = recovery_ms;
+        HOOK(c, generation, c->gen, c->nmem, lost_steps, recovery_ms);
         if (c->gen > 0)
             json_array_append_new(c->recoveries,
                                   json_pack("{s:I, s:s, s:f, s:I, s:i}", "generation",
@@ -894,10 +938,28 @@ static void on_register(tide__coord_t *c, worker_t *w, json_t *msg)
     }
     w->pool_since = tide__now_ns();
     c->last_reg_at = tide__now_ns();
-    json_t *welcome = json_pack("{s:s, s:b, s:i, s:i, s:I}", "type", "welcome", "elastic",
+    long long seen = -1;
+    if (json_object_get(msg, "seen_generation")) tide__json_int(msg, "seen_generation", -1, UINT32_MAX, &seen);
+    if (seen >= 0 && c->phase == PH_START && !c->o.static_ranks) {
+        /* This coordinator is a restart: the job trained before. Its members are
+         * reconnecting; wait for them (ADOPT) rather than start over. */
+        if (seen > c->max_gen_seen) c->max_gen_seen = seen;
+        if (!c->resume_until) {
+            c->resume_until = tide__now_ns() + (uint64_t)(c->o.peer_timeout_ms + 2500) * 1000000ull;
+            TIDE_INFO("coordinator: the job trained before (generation %lld); waiting for its members",
+                      seen);
+        }
+    }
+    /* A joiner of a job that trains already waits outside until it is ready (it
+     * says "join"); one that had said so keeps its word across a restart. */
+    w->deferred = st == TIDE__WS_NEW && !c->o.static_ranks &&
+                  (json_is_true(json_object_get(msg, "deferred")) ||
+                   (json_is_true(json_object_get(msg, "can_defer")) && fresh &&
+                    (c->phase != PH_START || c->resume_until)));
+    json_t *welcome = json_pack("{s:s, s:b, s:i, s:i, s:I, s:b}", "type", "welcome", "elastic",
                                 !c->o.static_ranks, "heartbeat_ms", c->o.heartbeat_ms,
                                 "peer_timeout_ms", c->o.peer_timeout_ms, "generation",
-                                (json_int_t)c->gen);
+                                (json_int_t)c->gen, "deferred", w->deferred);
     send_new(w, welcome);
     if (step >= 0) progress_step(c, w, step);
     switch (st) {
@@ -971,6 +1033,8 @@ static void on_ready(tide__coord_t *c, worker_t *w, json_t *msg)
         int was = w->st;
         w->st = leaving ? TIDE__WS_LEAVING : TIDE__WS_READY;
         if (leaving && was != TIDE__WS_LEAVING) {
+            c->n_left++;
+            HOOK(c, member, "leave", w->rank, w->pid);
             char words[160];
             snprintf(words, sizeof words, "rank %d (pid %d) leaves on notice after step %lld", w->rank,
                      w->pid, step);
@@ -985,8 +1049,9 @@ static void on_ready(tide__coord_t *c, worker_t *w, json_t *msg)
                      code ? tide_errname((int)code) : "?");
             break_gen(c, code < 0 ? (int)code : TIDE_EABORTED, "failure", why);
         } else {
-            snprintf(why, sizeof why, "%s at step %lld", leaving ? "planned leave" : "join", step);
-            break_gen(c, 0, leaving ? "leave" : "join", why);
+            snprintf(why, sizeof why, "%s at step %lld", leaving ? "planned leave" : "re-formation",
+                     step);
+            break_gen(c, 0, "reform", why);
         }
         return;
     }
@@ -1028,6 +1093,23 @@ static void on_metric(tide__coord_t *c, worker_t *w, json_t *msg)
         h = half;
     }
     json_array_append_new(h, json_pack("[I, f]", (json_int_t)step, v));
+    HOOK(c, metric, name, v);
+}
+
+/* Rank 0's account of the steps [from, to): their samples and time, in total. */
+static void on_step(tide__coord_t *c, worker_t *w, json_t *msg)
+{
+    long long from, to, samples = 0;
+    double seconds = 0;
+    if (!is_member(c, w) || tide__json_int(msg, "from", 0, INT64_MAX, &from) ||
+        tide__json_int(msg, "to", from + 1, from + 100000, &to) ||
+        (json_object_get(msg, "samples") && tide__json_int(msg, "samples", 0, INT64_MAX / 2, &samples)) ||
+        (json_object_get(msg, "seconds") && tide__json_real(msg, "seconds", &seconds)) || seconds < 0)
+        return;
+    c->samples += samples;
+    long long n = to - from;
+    for (long long k = from; k < to; k++)
+        HOOK(c, step, (int64_t)k, (int64_t)(samples / n), seconds / (double)n);
 }
 
 static void on_message(tide__coord_t *c, worker_t *w, json_t *msg)
@@ -1061,8 +1143,16 @@ static void on_message(tide__coord_t *c, worker_t *w, json_t *msg)
         }
     } else if (!strcmp(type, "ready")) {
         on_ready(c, w, msg);
+    } else if (!strcmp(type, "join")) {
+        /* A joiner that registered early is ready now. */
+        if (w->deferred) {
+            w->deferred = 0;
+            w->pool_since = tide__now_ns();
+        }
     } else if (!strcmp(type, "metric")) {
         on_metric(c, w, msg);
+    } else if (!strcmp(type, "step")) {
+        on_step(c, w, msg);
     } else if (!strcmp(type, "done")) {
         if (!tide__json_int(msg, "step", -1, INT64_MAX, &v)) progress_step(c, w, v);
         w->st = TIDE__WS_DONE;
@@ -1271,11 +1361,13 @@ static void tick(tide__coord_t *c)
             memmove(c->rate, c->rate + 1, (RATE_SAMPLES - 1) * sizeof *c->rate);
             c->nrate--;
         }
-        c->rate[c->nrate++] = (rate_sample_t){t, c->step};
+        c->rate[c->nrate++] = (rate_sample_t){t, c->step, c->samples};
         int first = c->nrate > 6 ? c->nrate - 6 : 0;
         double dt = c->rate[c->nrate - 1].t - c->rate[first].t;
         int64_t ds = c->rate[c->nrate - 1].step - c->rate[first].step;
+        int64_t dsm = c->rate[c->nrate - 1].samples - c->rate[first].samples;
         c->steps_per_s = dt > 0 && ds > 0 ? (double)ds / dt : 0.0;
+        c->samples_per_s = dt > 0 && dsm > 0 ? (double)dsm / dt : 0.0;
     }
 }
 
@@ -1347,6 +1439,83 @@ static void *coord_main(void *arg)
     return NULL;
 }
 
+/* ---- HTTP: /metrics, /healthz, /status (on the server's thread) ---- */
+
+static int http_handler(void *ctx, tide__http_endpoint_t ep, tide__http_body_t *b)
+{
+    tide__coord_t *c = ctx;
+    int code = 200;
+    pthread_mutex_lock(&c->mu);
+    int size = c->phase == PH_RUNNING ? c->nmem : 0;
+    if (ep == TIDE__HTTP_HEALTHZ) {
+        if (c->phase == PH_FAILED) {
+            tide__http_printf(b, "failed: %s\n", c->status.message);
+            code = 503;
+        } else {
+            tide__http_printf(b, "ok\n");
+        }
+    } else if (ep == TIDE__HTTP_METRICS) {
+        const char *P = "tide_";
+        tide__http_prom(b, P, "generation", "gauge", "the current membership generation", (double)c->gen);
+        tide__http_prom(b, P, "world_size", "gauge", "members of the current generation", size);
+        tide__http_prom(b, P, "min_workers", "gauge", "--min", c->o.min);
+        tide__http_prom(b, P, "max_workers", "gauge", "--max", c->o.max);
+        tide__http_prom(b, P, "waiting_workers", "gauge", "registered workers waiting to join",
+                        count_waiting(c));
+        tide__http_prom(b, P, "step", "gauge", "the highest step a member completed", (double)c->step);
+        tide__http_prom(b, P, "steps_per_second", "gauge", "steps per second, recent", c->steps_per_s);
+        tide__http_prom(b, P, "samples_per_second", "gauge", "samples per second, recent",
+                        c->samples_per_s);
+        tide__http_prom(b, P, "paused", "gauge", "1 while below --min", c->phase == PH_PAUSED);
+        tide__http_prom(b, P, "failed", "gauge", "1 once the job failed", c->phase == PH_FAILED);
+        tide__http_prom(b, P, "events_total", "counter", "events so far", c->status.events);
+        tide__http_prom(b, P, "members_lost_total", "counter", "members lost", (double)c->n_lost);
+        tide__http_prom(b, P, "members_left_total", "counter", "members that left on notice",
+                        (double)c->n_left);
+        tide__http_prom(b, P, "members_joined_total", "counter", "workers that joined a running job",
+                        (double)c->n_joined);
+        tide__http_prom(b, P, "recoveries_total", "counter", "generations formed after the first",
+                        (double)json_array_size(c->recoveries));
+        tide__http_prom(b, P, "last_recovery_ms", "gauge", "what forming the current generation took",
+                        c->last_recovery_ms);
+        tide__http_prom(b, P, "connections_refused_total", "counter",
+                        "connections refused: wrong secret, malformed input", atomic_load(&c->refused));
+        const char *name;
+        json_t *m;
+        json_object_foreach(c->metrics, name, m) {
+            tide__http_prom(b, "tide_metric_", name, "gauge", "tide_log_metric",
+                            json_number_value(json_object_get(m, "value")));
+        }
+    } else {
+        json_t *members = json_array();
+        uint64_t now = tide__now_ns();
+        for (int r = 0; r < size; r++) {
+            worker_t *w = c->mem[r];
+            if (!w) continue;
+            const char *st = w->st == W_LOST ? "lost" : w->st == TIDE__WS_MEMBER ? "active"
+                                                                                  : tide__wstatus_name(w->st);
+            json_array_append_new(members,
+                                  json_pack("{s:i, s:s, s:s, s:i, s:I, s:s, s:I}", "rank", r, "id", w->id,
+                                            "host", w->addr, "pid", w->pid, "step", (json_int_t)w->step,
+                                            "state", st, "last_heartbeat_ms",
+                                            (json_int_t)((now - w->last_rx) / 1000000ull)));
+        }
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:f, s:f, s:i, s:f, s:i, s:s, s:o}",
+                              "job", c->job_name, "state", tide__job_state_name(c->status.state),
+                              "generation", (json_int_t)c->gen, "step", (json_int_t)c->step,
+                              "world_size", size, "min", c->o.min, "max", c->o.max, "steps_per_s",
+                              c->steps_per_s, "samples_per_s", c->samples_per_s, "pending_joins",
+                              count_waiting(c), "uptime_s", now_s(c), "events", c->status.events,
+                              "message", c->status.message, "members", members);
+        pthread_mutex_unlock(&c->mu);
+        int rc = j ? tide__http_json(b, j) : TIDE_ENOMEM;
+        json_decref(j);
+        return rc == TIDE_OK ? 200 : rc;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return code;
+}
+
 /* ---- public ---- */
 
 int tide__coord_start(const tide__coord_opts_t *o, tide__coord_t **out)
@@ -1393,12 +1562,24 @@ int tide__coord_start(const tide__coord_opts_t *o, tide__coord_t **out)
                           pipe2(c->auth_pipe, O_CLOEXEC | O_NONBLOCK) < 0))
         rc = TIDE_ESYS;
     if (rc == TIDE_OK && (c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) rc = TIDE_ESYS;
+    if (o->job_name) snprintf(c->job_name, sizeof c->job_name, "%s", o->job_name);
+    if (rc == TIDE_OK && o->http) {
+        char hh[160];
+        int hp;
+        if (tide__net_split_addr(o->http, hh, sizeof hh, &hp) != TIDE_OK) {
+            TIDE_ERROR("the HTTP address \"%s\": expected HOST:PORT", o->http);
+            rc = TIDE_ECONFIG;
+        } else if ((rc = tide__http_start(hh, hp, http_handler, c, &c->http)) != TIDE_OK) {
+            TIDE_ERROR("cannot serve HTTP on %s", o->http);
+        }
+    }
     if (rc == TIDE_OK) {
         if (strchr(host, ':')) snprintf(c->addr, sizeof c->addr, "[%s]:%d", host, bound);
         else snprintf(c->addr, sizeof c->addr, "%s:%d", host, bound);
         if (pthread_create(&c->thread, NULL, coord_main, c) != 0) rc = TIDE_ESYS;
     }
     if (rc != TIDE_OK) {
+        tide__http_stop(c->http);
         if (c->lfd >= 0) close(c->lfd);
         for (int i = 0; i < 2; i++) {
             if (c->wake[i] >= 0) close(c->wake[i]);
@@ -1425,6 +1606,9 @@ int tide__coord_start(const tide__coord_opts_t *o, tide__coord_t **out)
 void tide__coord_stop(tide__coord_t *c)
 {
     if (!c) return;
+    /* The server's callback takes c->mu: it goes first. */
+    tide__http_stop(c->http);
+    c->http = NULL;
     pthread_mutex_lock(&c->mu);
     c->stopping = 1;
     for (int i = 0; i < MAX_AUTH; i++)
@@ -1511,6 +1695,29 @@ json_t *tide__coord_snapshot(tide__coord_t *c)
     json_t *copy = json_deep_copy(s);
     json_decref(s);
     return copy;
+}
+
+int tide__coord_http_port(const tide__coord_t *c)
+{
+    return c->http ? tide__http_port(c->http) : 0;
+}
+
+int tide__coord_pid_of_rank(tide__coord_t *c, int rank)
+{
+    int pid = -1;
+    pthread_mutex_lock(&c->mu);
+    if (c->phase == PH_RUNNING && c->nmem > 0) {
+        if (rank < 0) {
+            unsigned char r[4];
+            tide__random_bytes(r, sizeof r);
+            uint32_t v = (uint32_t)r[0] | (uint32_t)r[1] << 8 | (uint32_t)r[2] << 16 | (uint32_t)r[3] << 24;
+            rank = (int)(v % (uint32_t)c->nmem);
+        }
+        if (rank < c->nmem && c->mem[rank] && c->mem[rank]->st == TIDE__WS_MEMBER)
+            pid = c->mem[rank]->pid;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return pid;
 }
 
 int tide__coord_rank_of_pid(tide__coord_t *c, int pid)

@@ -31,6 +31,24 @@
 
 typedef struct tide__coord tide__coord_t;
 
+/* What the coordinator tells its owner as it happens (the run report). Called on
+ * the coordinator's thread with its lock held: quick, and never calling back into
+ * the coordinator. Any of them may be NULL. */
+typedef struct {
+    void *ctx;
+    /* A member was lost ("loss"), left on notice ("leave"), or a worker joined
+     * ("join"); rank in the generation it left or joined. */
+    void (*member)(void *ctx, const char *kind, int rank, int pid);
+    /* A generation is up and every member runs: its size, and what its forming
+     * cost (steps lost; ms from the first sign of change to all running). */
+    void (*generation)(void *ctx, int64_t generation, int size, int64_t lost_steps,
+                       double recovery_ms);
+    /* The group completed step `step` (0-based) of `samples` samples (0: not
+     * known) in `seconds`, as rank 0 reported. */
+    void (*step)(void *ctx, int64_t step, int64_t samples, double seconds);
+    void (*metric)(void *ctx, const char *name, double value);
+} tide__coord_hooks_t;
+
 typedef struct {
     const char *host;     /* listen address; NULL: 127.0.0.1 */
     int port;             /* 0: any free port */
@@ -43,6 +61,9 @@ typedef struct {
     int peer_timeout_ms;  /* 0: TIDE_PEER_TIMEOUT_MS, default 3000 */
     const char *events_path; /* JSON lines, one per event (NULL: none); copied */
     const tide__secret_t *secret; /* copied */
+    const char *http;        /* HOST:PORT of /metrics, /healthz, /status (NULL: none) */
+    const char *job_name;    /* for /status (NULL: none) */
+    tide__coord_hooks_t hooks;
 } tide__coord_opts_t;
 
 typedef enum {
@@ -91,8 +112,14 @@ int tide__coord_notify_fd(const tide__coord_t *c);
  *  kind, recovery_ms, lost_steps}]}. For the report, /status and the display. */
 json_t *tide__coord_snapshot(tide__coord_t *c);
 
+/* The port of the HTTP endpoints, or 0 when there are none. */
+int tide__coord_http_port(const tide__coord_t *c);
+
 /* The rank of the worker with this pid in the current generation, or -1. */
 int tide__coord_rank_of_pid(tide__coord_t *c, int pid);
+/* The pid of rank `rank` of the current generation (-1: a member at random),
+ * or -1 when there is no such member. */
+int tide__coord_pid_of_rank(tide__coord_t *c, int rank);
 /* Gives the worker with this pid (registered from any host) notice to leave at
  * its next step boundary. TIDE_ENOTFOUND when no such worker is registered. */
 int tide__coord_notice_pid(tide__coord_t *c, int pid);

@@ -91,6 +91,8 @@ int tide__hosts_run(const char *path, int timeout_ms, tide__host_slots_t *hosts,
         return TIDE_ESYS;
     }
     if (pid == 0) {
+        /* Its own process group, so that a timeout kills what it started too. */
+        setpgid(0, 0);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -100,6 +102,7 @@ int tide__hosts_run(const char *path, int timeout_ms, tide__host_slots_t *hosts,
         execl("/bin/sh", "sh", "-c", path, (char *)NULL);
         _exit(127);
     }
+    setpgid(pid, pid); /* also here, so that it holds before any kill below */
     close(pfd[1]);
     char *out = malloc(OUTPUT_MAX + 1);
     size_t len = 0;
@@ -126,7 +129,7 @@ int tide__hosts_run(const char *path, int timeout_ms, tide__host_slots_t *hosts,
         }
     }
     close(pfd[0]);
-    if (rc != TIDE_OK) kill(pid, SIGKILL);
+    if (rc != TIDE_OK) kill(-pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }

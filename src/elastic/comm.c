@@ -133,6 +133,14 @@ static int join(tide_comm_t *c, const char *rendezvous)
     TIDE_CHECK(tide__net_listen(c->bind_addr, 0, 128, &c->listen_fd, &port));
     TIDE_CHECK(tide__ctl_start(c->ctl, c->bind_addr, port));
     c->elastic = tide__ctl_elastic(c->ctl);
+    if (c->elastic && tide__ctl_deferred(c->ctl)) {
+        /* The job trains already: this worker joins at its first step_begin, so
+         * that whatever it does before (loading data) costs it alone (P4). */
+        c->rank = -1;
+        c->size = 0;
+        c->need_join = 1;
+        return TIDE_OK;
+    }
     int rc = tide__gen_join(c, -1, c->elastic ? -1 : c->timeout_ms);
     if (rc == TIDE_OK && !c->elastic && size > 0 && (c->size != size || c->rank != rank)) {
         TIDE_ERROR("the coordinator made this worker rank %d of %d; TIDE_RANK/TIDE_SIZE say %lld of %lld",

@@ -88,12 +88,22 @@ struct tide_comm {
     int left;     /* this member left (notice, or the job stopped) */
     int finished; /* the members agreed that training is over */
     int loop_started;
+    int need_join; /* a joiner of a running job: admitted at its first step_begin */
     int noticed;       /* latched: this member has been given notice */
     int notice_api;    /* tide_notice was called */
     uint64_t notice_file_checked;
     uint64_t failed_at_ns; /* when the current generation failed (for the log) */
     tide_reset_fn on_reset;
     void *on_reset_arg;
+
+    /* Rank 0's account of completed steps for the coordinator's report. */
+    tide_sampler_t *sampler; /* the registered sampler, if any (borrowed) */
+    uint64_t step_t0;        /* when the step in progress began */
+    uint64_t step_batches;   /* the sampler's batch count then */
+    int64_t rep_from;        /* steps [rep_from, completed) not yet reported */
+    int64_t rep_samples;
+    double rep_seconds;
+    uint64_t rep_sent_ns;
 
     /* The state registry (state.c). */
     tide__state_entry_t *state;
@@ -125,6 +135,9 @@ int tide__recoverable(int err);
 /* state.c */
 int tide__state_sync(tide_comm_t *comm);
 void tide__state_free(tide_comm_t *comm);
+
+/* sampler.c: how many batches s handed out, and the last one's global size. */
+void tide__sampler_progress(const tide_sampler_t *s, uint64_t *batches, uint64_t *last_global);
 
 /* notice.c: whether this worker has been given notice (SIGTERM, TIDE_NOTICE_FILE,
  * the coordinator, tide_notice). start installs the sources once. */

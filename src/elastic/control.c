@@ -62,6 +62,8 @@ struct tide__ctl {
     int connected;
     uint64_t disconnected_since;
     int elastic;
+    int64_t job_gen; /* the generation the welcome named: >= 0 once the job trains */
+    int deferred;    /* registered, but not yet available to join (see tide__ctl_join) */
     int heartbeat_ms, peer_timeout_ms;
     int status;
     int64_t gen;
@@ -192,12 +194,20 @@ static int dial(tide__ctl_t *ctl, int timeout_ms, int *fd_out, char *local, size
 static json_t *register_msg(tide__ctl_t *ctl)
 {
     pthread_mutex_lock(&ctl->mu);
-    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:I, s:i, s:i, s:I}", "type",
-                          "register", "id", ctl->id, "host", ctl->host_id, "addr", ctl->addr, "pid",
-                          ctl->pid, "port", ctl->data_port, "rank_hint", ctl->rank_hint, "transport",
-                          ctl->transport, "status", tide__wstatus_name(ctl->status), "generation",
-                          (json_int_t)ctl->gen, "rank", ctl->rank, "size", ctl->size, "step",
-                          (json_int_t)ctl->step);
+    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:I, s:i, s:i, s:I, s:b}",
+                          "type", "register", "id", ctl->id, "host", ctl->host_id, "addr", ctl->addr,
+                          "pid", ctl->pid, "port", ctl->data_port, "rank_hint", ctl->rank_hint,
+                          "transport", ctl->transport, "status", tide__wstatus_name(ctl->status),
+                          "generation", (json_int_t)ctl->gen, "rank", ctl->rank, "size", ctl->size,
+                          "step", (json_int_t)ctl->step, "deferred", ctl->deferred);
+    /* It can wait outside until its first step (a joiner of a running job), and it
+     * says which generation of this job it has heard of: a coordinator that
+     * restarted must not start the job over while its members reconnect. */
+    if (m) {
+        json_object_set_new(m, "can_defer", json_true());
+        json_object_set_new(m, "seen_generation",
+                            json_integer(ctl->job_gen > ctl->gen ? ctl->job_gen : ctl->gen));
+    }
     pthread_mutex_unlock(&ctl->mu);
     return m;
 }
@@ -230,6 +240,7 @@ int tide__ctl_open(const tide__ctl_opts_t *o, char *local_addr, size_t local_len
     ctl->step = -1;
     ctl->pending_gen = -1;
     ctl->aborted_gen = -1;
+    ctl->job_gen = -1;
     pthread_mutex_init(&ctl->mu, NULL);
     pthread_mutex_init(&ctl->send_mu, NULL);
     pthread_cond_init(&ctl->cv, NULL);
@@ -262,7 +273,11 @@ static void handle(tide__ctl_t *ctl, json_t *msg)
         tide__json_int(msg, "heartbeat_ms", 10, 60000, &hb);
         tide__json_int(msg, "peer_timeout_ms", 20, 3600000, &to);
         pthread_mutex_lock(&ctl->mu);
+        long long g = -1;
+        tide__json_int(msg, "generation", -1, UINT32_MAX, &g);
         ctl->welcomed = 1;
+        if (g > ctl->job_gen) ctl->job_gen = g;
+        ctl->deferred = json_is_true(json_object_get(msg, "deferred"));
         ctl->elastic = json_is_true(json_object_get(msg, "elastic"));
         ctl->heartbeat_ms = (int)hb;
         ctl->peer_timeout_ms = (int)to;
@@ -323,8 +338,10 @@ static void handle(tide__ctl_t *ctl, json_t *msg)
                                       (json_int_t)gen, "ok", rc == TIDE_OK));
     } else if (!strcmp(type, "members")) {
         pthread_mutex_lock(&ctl->mu);
+        /* A copy, not a second reference: jansson's reference counts are not
+         * safe to drop from two threads. */
         json_decref(ctl->members);
-        ctl->members = json_incref(msg);
+        ctl->members = json_deep_copy(msg);
         pthread_cond_broadcast(&ctl->cv);
         pthread_mutex_unlock(&ctl->mu);
     } else if (!strcmp(type, "stop")) {
@@ -647,6 +664,27 @@ int tide__ctl_wait_members(tide__ctl_t *ctl, int64_t after, int timeout_ms,
     }
     pthread_mutex_unlock(&ctl->mu);
     return rc;
+}
+
+int64_t tide__ctl_job_generation(const tide__ctl_t *ctl)
+{
+    return ctl->job_gen;
+}
+
+int tide__ctl_deferred(const tide__ctl_t *ctl)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&ctl->mu);
+    int d = ctl->deferred;
+    pthread_mutex_unlock((pthread_mutex_t *)&ctl->mu);
+    return d;
+}
+
+int tide__ctl_join(tide__ctl_t *ctl)
+{
+    pthread_mutex_lock(&ctl->mu);
+    ctl->deferred = 0;
+    pthread_mutex_unlock(&ctl->mu);
+    return tide__ctl_send(ctl, json_pack("{s:s}", "type", "join"));
 }
 
 int tide__ctl_join_pending(const tide__ctl_t *ctl, int64_t gen)

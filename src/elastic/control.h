@@ -86,6 +86,16 @@ int tide__ctl_wait_members(tide__ctl_t *ctl, int64_t after, int timeout_ms,
                            int (*interrupt)(void *), void *arg, tide__membership_t *out,
                            int *stop_code);
 
+/* The generation the welcome named: >= 0 when the job was already training when
+ * this worker registered (it is a joiner). Valid after tide__ctl_start. */
+int64_t tide__ctl_job_generation(const tide__ctl_t *ctl);
+/* A worker that registers while the job trains is a joiner, and the coordinator
+ * holds it outside (deferred) until tide__ctl_join (its first tide_step_begin),
+ * so that its own start-up (loading data, building the model) never pauses the
+ * members (P4). */
+int tide__ctl_deferred(const tide__ctl_t *ctl);
+int tide__ctl_join(tide__ctl_t *ctl);
+
 /* A joiner waits for generation gen to re-form. */
 int tide__ctl_join_pending(const tide__ctl_t *ctl, int64_t gen);
 /* The coordinator gave this worker notice to leave. */

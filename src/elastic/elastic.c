@@ -112,6 +112,16 @@ int tide_step_begin(tide_comm_t *comm)
         if (comm->elastic) tide__notice_start(comm);
     }
     comm->in_step = 0; /* a step begun and never ended was dropped */
+    if (comm->need_join) {
+        /* Ready now (its data loaded, its state registered): the members make room
+         * at their next step boundary, and the sync brings the state. */
+        tide__ctl_join(comm->ctl);
+        int rc = tide__gen_join(comm, -1, -1);
+        if (rc == TIDE_EABORTED && tide__notice_pending(comm)) rc = TIDE_ESTOPPED;
+        if (rc == TIDE_ESTOPPED) comm->left = 1;
+        if (rc != TIDE_OK) return rc;
+        comm->need_join = 0;
+    }
     for (;;) {
         int code;
         if (comm->ctl && tide__ctl_stopped(comm->ctl, &code)) {
@@ -122,11 +132,17 @@ int tide_step_begin(tide_comm_t *comm)
         if (st == TIDE_OK && !comm->reform_pending) {
             if (!comm->need_sync) {
                 comm->in_step = 1;
+                comm->step_t0 = tide__now_ns();
+                uint64_t g;
+                tide__sampler_progress(comm->sampler, &comm->step_batches, &g);
                 return TIDE_OK;
             }
             st = tide__state_sync(comm);
             if (st == TIDE_OK) {
                 comm->need_sync = 0;
+                comm->rep_from = comm->completed;
+                comm->rep_samples = 0;
+                comm->rep_seconds = 0;
                 if (comm->ctl)
                     tide__ctl_send(comm->ctl, json_pack("{s:s, s:I, s:I}", "type", "running",
                                                         "generation", (json_int_t)comm->generation,
@@ -150,6 +166,26 @@ int tide_step_begin(tide_comm_t *comm)
     }
 }
 
+/* Rank 0 tells the coordinator which steps the group completed, their samples
+ * (from the registered sampler) and time: at most one message per 20 ms. */
+static void report_step(tide_comm_t *c, int last)
+{
+    uint64_t now = tide__now_ns(), batches, global;
+    tide__sampler_progress(c->sampler, &batches, &global);
+    if (batches != c->step_batches) c->rep_samples += (int64_t)global;
+    c->rep_seconds += (double)(now - c->step_t0) / 1e9;
+    if (c->rep_from < 0 || c->rep_from >= c->completed) c->rep_from = c->completed - 1;
+    if (!last && now - c->rep_sent_ns < 20000000ull && c->completed - c->rep_from < 1000) return;
+    tide__ctl_send(c->ctl, json_pack("{s:s, s:I, s:I, s:I, s:f}", "type", "step", "from",
+                                     (json_int_t)c->rep_from, "to", (json_int_t)c->completed,
+                                     "samples", (json_int_t)c->rep_samples, "seconds",
+                                     c->rep_seconds));
+    c->rep_sent_ns = now;
+    c->rep_from = c->completed;
+    c->rep_samples = 0;
+    c->rep_seconds = 0;
+}
+
 int tide_step_end(tide_comm_t *comm, int flags)
 {
     if (!comm || !comm->loop_started) return TIDE_EINVAL;
@@ -157,6 +193,7 @@ int tide_step_end(tide_comm_t *comm, int flags)
     comm->in_step = 0;
     comm->completed = (comm->completed < 0 ? 0 : comm->completed) + 1;
     if (comm->ctl) tide__ctl_set_step(comm->ctl, comm->completed);
+    if (comm->ctl && comm->rank == 0) report_step(comm, flags & TIDE_STEP_LAST);
     int32_t w[WORDS] = {0};
     int mine = comm->elastic && tide__notice_pending(comm);
     w[WORD_NOTICE] = mine;

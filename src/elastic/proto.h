@@ -5,8 +5,8 @@
  * Every control message is one length-prefixed JSON object (core/net.h) with a
  * string "type". Worker to coordinator: register, hb, prepared, running, ready,
  * metric, done, bye. Coordinator to worker: welcome, hb, abort, pending, notice,
- * prepare, members, stop, error. docs/internals/elastic.md walks through a
- * re-formation message by message. Nothing here does I/O.
+ * prepare, members, stop, error. docs/elastic.md walks through a re-formation
+ * message by message. Nothing here does I/O.
  */
 #ifndef TIDE_ELASTIC_PROTO_H
 #define TIDE_ELASTIC_PROTO_H

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "elastic/comm.h"
 #include "tide.h"
 
 typedef struct {
@@ -25,6 +26,8 @@ struct tide_sampler {
     uint64_t perm_epoch;
     int perm_valid;
     uint32_t *perm;
+    uint64_t batches;     /* tide_sampler_batch calls, for the progress report */
+    uint64_t last_global; /* the size of the global batch of the last one */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -118,7 +121,9 @@ void tide_sampler_destroy(tide_sampler_t *s)
 int tide_sampler_register(tide_comm_t *comm, tide_sampler_t *s, const char *name)
 {
     if (!s) return TIDE_EINVAL;
-    return tide_state_register(comm, name ? name : "tide.sampler", &s->cursor, sizeof s->cursor);
+    int rc = tide_state_register(comm, name ? name : "tide.sampler", &s->cursor, sizeof s->cursor);
+    if (rc == TIDE_OK) comm->sampler = s; /* its batches count the samples of each step */
+    return rc;
 }
 
 uint64_t tide_sampler_steps_per_epoch(const tide_sampler_t *s)
@@ -171,7 +176,15 @@ int tide_sampler_batch(tide_sampler_t *s, int rank, int size, uint32_t *idx, siz
     if (n) memcpy(idx, s->perm + start + b, n * sizeof *idx);
     *count = n;
     *global = (size_t)g;
+    s->batches++;
+    s->last_global = g;
     return TIDE_OK;
+}
+
+void tide__sampler_progress(const tide_sampler_t *s, uint64_t *batches, uint64_t *last_global)
+{
+    *batches = s ? s->batches : 0;
+    *last_global = s ? s->last_global : 0;
 }
 
 void tide_sampler_advance(tide_sampler_t *s)
