@@ -1,27 +1,23 @@
 #!/usr/bin/env bash
-# `make demo`: a 4-worker data-parallel job on this machine, then the allreduce
-# figures behind it. Until the elastic runtime lands (issue 3), the job has fixed
-# membership; the chaos schedule (preempt, kill, freeze, re-join) comes with it.
+# `make demo`: a 4-worker data-parallel job on this machine that trains through a
+# planned preemption, an unplanned kill, a frozen worker and re-joins (the chaos
+# schedule in examples/fmnist/demo-chaos.jsonl), then its report: the summary
+# here, the JSON and a PNG in out/, and the allreduce figures behind it.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
 tide=$build/tide
 trainer=$build/examples/fmnist/fmnist-train
-echo "== Tide $($tide version | cut -d' ' -f2): 4 workers training an MLP on Fashion-MNIST"
-echo "   (tide run -n 4; gradients averaged with tide_allreduce over shared memory)"
-if [ -x "$trainer" ]; then
-  start=$(date +%s.%N)
-  OPENBLAS_NUM_THREADS=1 $tide run -n 4 -- "$trainer" ${TIDE_DEMO_ARGS:-}
-  end=$(date +%s.%N)
-  printf '   wall time: %.1f s\n' "$(echo "$end - $start" | bc)"
-else
-  echo "   ($trainer is not built; skipping the training run)"
-fi
+mkdir -p out
+echo "== Tide $($tide version | cut -d' ' -f2): an elastic job of 2..4 workers training an MLP on Fashion-MNIST"
+echo "   chaos: preempt (2 s notice), join, kill -9, join, SIGSTOP, join"
+OPENBLAS_NUM_THREADS=1 $tide run -n 4 --min 2 --max 4 --no-respawn \
+  --chaos examples/fmnist/demo-chaos.jsonl --report out/report.json -- \
+  "$trainer" --epochs 10
+$tide report out/report.json --png out/report.png | tail -n 1   # the summary was printed above
 echo
 echo "== allreduce, float32 sum, 4 ranks on this machine's $(nproc) cores (shared memory)"
 $tide bench allreduce --np 4 --transport shm --min-bytes 4096 --max-bytes 16777216
 echo
-echo "== the same over TCP loopback"
-$tide bench allreduce --np 4 --transport tcp --min-bytes 4096 --max-bytes 16777216
-echo
-echo "Figures against Open MPI and Gloo, measured side by side: docs/performance.md"
+echo "Report: out/report.json, out/report.png. Figures against Open MPI and Gloo,"
+echo "measured side by side: docs/performance.md"
