@@ -159,18 +159,13 @@ void tide__reduce2(void *dst, const void *a, const void *b, size_t count, tide_d
         }
         return;
     }
-    void *out = dst;
-    const void *pa = a, *pb = b;
-    size_t n = count;
-    {
-        switch (dtype) {
-        case TIDE_FLOAT32: f32_2(out, (const float *)pa, (const float *)pb, n, op); break;
-        case TIDE_FLOAT64: f64_2(out, (const double *)pa, (const double *)pb, n, op); break;
-        case TIDE_INT32: i32_2(out, (const int32_t *)pa, (const int32_t *)pb, n, op); break;
-        case TIDE_INT64: i64_2(out, (const int64_t *)pa, (const int64_t *)pb, n, op); break;
-        case TIDE_UINT8: u8_2(out, pa, pb, n, op); break;
-        default: break;
-        }
+    switch (dtype) {
+    case TIDE_FLOAT32: f32_2(dst, a, b, count, op); break;
+    case TIDE_FLOAT64: f64_2(dst, a, b, count, op); break;
+    case TIDE_INT32: i32_2(dst, a, b, count, op); break;
+    case TIDE_INT64: i64_2(dst, a, b, count, op); break;
+    case TIDE_UINT8: u8_2(dst, a, b, count, op); break;
+    default: break;
     }
 }
 
