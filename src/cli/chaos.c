@@ -8,6 +8,8 @@
  * experiment from the one the user wrote down.
  */
 #include "cli/chaos.h"
+#include "cli/textfile.h"
+#include "core/error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -33,21 +35,6 @@ const char *tide__chaos_kind_name(tide__chaos_kind_t kind)
 {
     if ((unsigned)kind >= NKINDS) return "?";
     return kind_names[kind];
-}
-
-static void set_err(char *err, size_t errlen, const char *name, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void set_err(char *err, size_t errlen, const char *name, int line, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    int n = line > 0 ? snprintf(err, errlen, "%s:%d: ", name, line)
-                     : snprintf(err, errlen, "%s: ", name);
-    if (n < 0 || (size_t)n >= errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
 }
 
 /* Copies s into buf for a message, cut short and with unprintable bytes replaced,
@@ -208,7 +195,7 @@ int tide__chaos_parse(const char *text, size_t len, const char *name, int max_wo
     if (err && errlen) err[0] = '\0';
     if (!text && len) return TIDE_EINVAL;
     if (len > TIDE__CHAOS_MAX_FILE) {
-        set_err(err, errlen, name, 0, "larger than %d bytes", TIDE__CHAOS_MAX_FILE);
+        tide__set_file_err(err, errlen, name, 0, "larger than %d bytes", TIDE__CHAOS_MAX_FILE);
         return TIDE_ECONFIG;
     }
 
@@ -223,7 +210,7 @@ int tide__chaos_parse(const char *text, size_t len, const char *name, int max_wo
         size_t llen = nl ? (size_t)(nl - line) : len - pos;
         pos += llen + (nl ? 1 : 0);
         if (llen > TIDE__CHAOS_MAX_LINE) {
-            set_err(err, errlen, name, lineno, "line too long (%zu bytes; the limit is %d)",
+            tide__set_file_err(err, errlen, name, lineno, "line too long (%zu bytes; the limit is %d)",
                     llen, TIDE__CHAOS_MAX_LINE);
             goto bad;
         }
@@ -235,19 +222,19 @@ int tide__chaos_parse(const char *text, size_t len, const char *name, int max_wo
         json_error_t jerr;
         json_t *obj = json_loadb(line, llen, JSON_REJECT_DUPLICATES, &jerr);
         if (!obj) {
-            set_err(err, errlen, name, lineno, "not valid JSON (column %d: %s)", jerr.column,
+            tide__set_file_err(err, errlen, name, lineno, "not valid JSON (column %d: %s)", jerr.column,
                     jerr.text);
             goto bad;
         }
         if (!json_is_object(obj)) {
             json_decref(obj);
-            set_err(err, errlen, name, lineno,
+            tide__set_file_err(err, errlen, name, lineno,
                     "expected a JSON object {\"t\": ..., \"action\": ...}");
             goto bad;
         }
         if (n == TIDE__CHAOS_MAX_ACTIONS) {
             json_decref(obj);
-            set_err(err, errlen, name, lineno, "more than %d actions", TIDE__CHAOS_MAX_ACTIONS);
+            tide__set_file_err(err, errlen, name, lineno, "more than %d actions", TIDE__CHAOS_MAX_ACTIONS);
             goto bad;
         }
         tide__chaos_action_t a = {.line = lineno};
@@ -255,14 +242,14 @@ int tide__chaos_parse(const char *text, size_t len, const char *name, int max_wo
         int rc = parse_action(obj, max_workers, &a, why, sizeof why);
         json_decref(obj);
         if (rc) {
-            set_err(err, errlen, name, lineno, "%s", why);
+            tide__set_file_err(err, errlen, name, lineno, "%s", why);
             goto bad;
         }
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
             tide__chaos_action_t *p = realloc(acts, ncap * sizeof *p);
             if (!p) {
-                set_err(err, errlen, name, lineno, "out of memory");
+                tide__set_file_err(err, errlen, name, lineno, "out of memory");
                 free(acts);
                 return TIDE_ENOMEM;
             }
@@ -286,25 +273,9 @@ int tide__chaos_load(const char *path, int max_workers, tide__chaos_t *out, char
     if (!path || !out) return TIDE_EINVAL;
     out->actions = NULL;
     out->count = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, path, 0, "cannot open: %s", strerror(errno));
-        return TIDE_EIO;
-    }
-    /* One byte more than the cap tells "too large" from "exactly at the cap". */
-    char *buf = malloc(TIDE__CHAOS_MAX_FILE + 1);
-    if (!buf) {
-        fclose(f);
-        return TIDE_ENOMEM;
-    }
-    size_t len = fread(buf, 1, TIDE__CHAOS_MAX_FILE + 1, f);
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        set_err(err, errlen, path, 0, "cannot read: %s", strerror(rerr));
-        return TIDE_EIO;
-    }
+    char *buf;
+    size_t len;
+    TIDE_CHECK(tide__read_capped(path, TIDE__CHAOS_MAX_FILE, &buf, &len, err, errlen));
     int rc = tide__chaos_parse(buf, len, path, max_workers, out, err, errlen);
     free(buf);
     return rc;

@@ -8,6 +8,8 @@
  * paragraph for the same run.
  */
 #include "cli/report.h"
+#include "cli/textfile.h"
+#include "core/error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -550,24 +552,9 @@ int tide__report_read(const char *path, json_t **out, char *err, size_t errlen)
 {
     if (!path || !out) return TIDE_EINVAL;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return TIDE_EIO;
-    }
-    char *buf = malloc(TIDE__REPORT_MAX_FILE + 1);
-    if (!buf) {
-        fclose(f);
-        return TIDE_ENOMEM;
-    }
-    size_t len = fread(buf, 1, TIDE__REPORT_MAX_FILE + 1, f);
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        set_err(err, errlen, "%s: cannot read: %s", path, strerror(rerr));
-        return TIDE_EIO;
-    }
+    char *buf;
+    size_t len;
+    TIDE_CHECK(tide__read_capped(path, TIDE__REPORT_MAX_FILE, &buf, &len, err, errlen));
     if (len > TIDE__REPORT_MAX_FILE) {
         free(buf);
         set_err(err, errlen, "%s: larger than %d MiB; not a report", path,

@@ -6,6 +6,8 @@
  * schedule. Both passes run the same line checks, so every error names its line.
  */
 #include "cli/trace.h"
+#include "cli/textfile.h"
+#include "core/error.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,21 +19,6 @@
 #include <strings.h>
 
 #include "tide.h"
-
-static void set_err(char *err, size_t errlen, const char *name, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void set_err(char *err, size_t errlen, const char *name, int line, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    int n = line > 0 ? snprintf(err, errlen, "%s:%d: ", name, line)
-                     : snprintf(err, errlen, "%s: ", name);
-    if (n < 0 || (size_t)n >= errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-}
 
 /* Trims blanks off both ends of [*s, *s + *n). */
 static void trim(const char **s, size_t *n)
@@ -91,7 +78,7 @@ static int next_line(reader_t *r, const char *name, double *ms, long *cap, char 
         size_t n = nl ? (size_t)(nl - line) : r->len - r->pos;
         r->pos += n + (nl ? 1 : 0);
         if (n > TIDE__TRACE_MAX_LINE) {
-            set_err(err, errlen, name, r->lineno, "line too long (%zu bytes; the limit is %d)", n,
+            tide__set_file_err(err, errlen, name, r->lineno, "line too long (%zu bytes; the limit is %d)", n,
                     TIDE__TRACE_MAX_LINE);
             return -1;
         }
@@ -100,13 +87,13 @@ static int next_line(reader_t *r, const char *name, double *ms, long *cap, char 
         if (n == 0 || line[0] == '#') continue;
         const char *comma = memchr(line, ',', n);
         if (!comma) {
-            set_err(err, errlen, name, r->lineno, "expected \"time_ms,capacity\"");
+            tide__set_file_err(err, errlen, name, r->lineno, "expected \"time_ms,capacity\"");
             return -1;
         }
         const char *f1 = line, *f2 = comma + 1;
         size_t n1 = (size_t)(comma - line), n2 = n - n1 - 1;
         if (memchr(f2, ',', n2)) {
-            set_err(err, errlen, name, r->lineno,
+            tide__set_file_err(err, errlen, name, r->lineno,
                     "more than two fields (expected \"time_ms,capacity\")");
             return -1;
         }
@@ -119,13 +106,13 @@ static int next_line(reader_t *r, const char *name, double *ms, long *cap, char 
         }
         r->seen_data = 1;
         if (parse_ms(f1, n1, ms)) {
-            set_err(err, errlen, name, r->lineno,
+            tide__set_file_err(err, errlen, name, r->lineno,
                     "time \"%.*s\" is not a non-negative number of milliseconds",
                     (int)(n1 > 32 ? 32 : n1), f1);
             return -1;
         }
         if (parse_count(f2, n2, cap) || *cap > TIDE__TRACE_MAX_CAPACITY) {
-            set_err(err, errlen, name, r->lineno,
+            tide__set_file_err(err, errlen, name, r->lineno,
                     "capacity \"%.*s\" is not an integer in 0..%d", (int)(n2 > 32 ? 32 : n2), f2,
                     TIDE__TRACE_MAX_CAPACITY);
             return -1;
@@ -152,21 +139,21 @@ int tide__trace_parse(const char *text, size_t len, const char *name, const tide
     if (err && errlen) err[0] = '\0';
     if (!text && len) return TIDE_EINVAL;
     if (!(o->speedup > 0) || !isfinite(o->speedup)) {
-        set_err(err, errlen, name, 0, "the speed-up must be a positive number (got %g)",
+        tide__set_file_err(err, errlen, name, 0, "the speed-up must be a positive number (got %g)",
                 o->speedup);
         return TIDE_ECONFIG;
     }
     if (o->max_workers < 1 || o->min_workers < 0 || o->min_workers > o->max_workers) {
-        set_err(err, errlen, name, 0, "bad worker bounds: min %d, max %d", o->min_workers,
+        tide__set_file_err(err, errlen, name, 0, "bad worker bounds: min %d, max %d", o->min_workers,
                 o->max_workers);
         return TIDE_ECONFIG;
     }
     if (!(o->notice_s >= 0) || !isfinite(o->notice_s)) {
-        set_err(err, errlen, name, 0, "the notice must be a non-negative number of seconds");
+        tide__set_file_err(err, errlen, name, 0, "the notice must be a non-negative number of seconds");
         return TIDE_ECONFIG;
     }
     if (len > TIDE__TRACE_MAX_FILE) {
-        set_err(err, errlen, name, 0, "larger than %d bytes", TIDE__TRACE_MAX_FILE);
+        tide__set_file_err(err, errlen, name, 0, "larger than %d bytes", TIDE__TRACE_MAX_FILE);
         return TIDE_ECONFIG;
     }
 
@@ -178,7 +165,7 @@ int tide__trace_parse(const char *text, size_t len, const char *name, const tide
     size_t events = 0;
     while ((rc = next_line(&r, name, &ms, &cap, err, errlen)) == 1) {
         if (lines > 0 && ms < prev_ms) {
-            set_err(err, errlen, name, r.lineno,
+            tide__set_file_err(err, errlen, name, r.lineno,
                     "time %.0f ms is before the previous line's %.0f ms (times must not "
                     "decrease)",
                     ms, prev_ms);
@@ -192,11 +179,11 @@ int tide__trace_parse(const char *text, size_t len, const char *name, const tide
     }
     if (rc < 0) return TIDE_ECONFIG;
     if (lines == 0) {
-        set_err(err, errlen, name, 0, "no \"time_ms,capacity\" lines");
+        tide__set_file_err(err, errlen, name, 0, "no \"time_ms,capacity\" lines");
         return TIDE_ECONFIG;
     }
     if (trace_max == 0) {
-        set_err(err, errlen, name, 0, "capacity is never above 0: nothing to scale to --max");
+        tide__set_file_err(err, errlen, name, 0, "capacity is never above 0: nothing to scale to --max");
         return TIDE_ECONFIG;
     }
 
@@ -235,24 +222,9 @@ int tide__trace_load(const char *path, const tide__trace_opts_t *o, tide__trace_
 {
     if (!path || !out || !o) return TIDE_EINVAL;
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, path, 0, "cannot open: %s", strerror(errno));
-        return TIDE_EIO;
-    }
-    char *buf = malloc(TIDE__TRACE_MAX_FILE + 1);
-    if (!buf) {
-        fclose(f);
-        return TIDE_ENOMEM;
-    }
-    size_t len = fread(buf, 1, TIDE__TRACE_MAX_FILE + 1, f);
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        set_err(err, errlen, path, 0, "cannot read: %s", strerror(rerr));
-        return TIDE_EIO;
-    }
+    char *buf;
+    size_t len;
+    TIDE_CHECK(tide__read_capped(path, TIDE__TRACE_MAX_FILE, &buf, &len, err, errlen));
     int rc = tide__trace_parse(buf, len, path, o, out, err, errlen);
     free(buf);
     return rc;
