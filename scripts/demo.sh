@@ -13,7 +13,7 @@ echo "== Tide $($tide version | cut -d' ' -f2): an elastic job of 2..4 workers t
 echo "   chaos: preempt (2 s notice), join, kill -9, join, SIGSTOP, join"
 OPENBLAS_NUM_THREADS=1 $tide run -n 4 --min 2 --max 4 --no-respawn \
   --chaos examples/fmnist/demo-chaos.jsonl --report out/report.json -- \
-  "$trainer" --epochs 10
+  "$trainer" --epochs 20
 $tide report out/report.json --png out/report.png | tail -n 1   # the summary was printed above
 echo
 echo "== allreduce, float32 sum, 4 ranks on this machine's $(nproc) cores (shared memory)"
