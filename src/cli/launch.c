@@ -478,6 +478,11 @@ static void reconcile(job_t *j)
         }
     }
     if (j->o->no_respawn && j->next_index >= j->o->nworkers) return;
+    /* Members that finished exit before the last one says so: their slots are
+     * not free capacity, and a worker started now would only be stopped. */
+    tide__job_status_t st;
+    tide__coord_status(j->coord, &st);
+    if (st.finishing) return;
     int active = 0;
     for (int i = 0; i < j->nw; i++)
         if (j->w[i].alive && !j->w[i].noticed) active++;

@@ -300,6 +300,10 @@ static void update_state(tide__coord_t *c)
     }
     int size = c->phase == PH_RUNNING ? c->nmem : 0;
     int waiting = count_waiting(c);
+    int finishing = c->phase == PH_DONE;
+    for (int r = 0; r < c->nmem && !finishing; r++)
+        finishing = c->mem[r] && c->mem[r]->st == TIDE__WS_DONE;
+    c->status.finishing = finishing;
     if (s != c->status.state || size != c->status.size || c->gen != c->status.generation ||
         waiting != c->status.waiting) {
         c->status.state = s;
@@ -893,6 +897,12 @@ static void on_register(tide__coord_t *c, worker_t *w, json_t *msg)
         old->rx = w->rx;
         old->rx_len = w->rx_len;
         old->broken = 0;
+        /* Its silence is measured from this connection: the old one's last
+         * message may be long ago (a healed partition), and tick() would drop
+         * the reconnect at once as "no heartbeat". */
+        old->connected_at = w->connected_at;
+        old->last_rx = w->last_rx;
+        old->last_hb_tx = w->last_hb_tx;
         w->fd = -1;
         w->rx = NULL;
         w->dead = 1;

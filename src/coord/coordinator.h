@@ -80,6 +80,7 @@ typedef struct {
     int64_t generation; /* -1 before the first */
     int size;           /* members of the current generation */
     int waiting;        /* registered workers not in it */
+    int finishing;      /* a member finished training: the job is ending, refill nothing */
     int64_t step;       /* the highest step a member has completed */
     double steps_per_s; /* over the last few seconds */
     int events;         /* events so far (grows by one per event) */

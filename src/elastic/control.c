@@ -409,7 +409,7 @@ static void *ctl_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     int backoff = BACKOFF_MIN_MS;
-    uint64_t last_rx = tide__now_ns(), last_hb = 0;
+    uint64_t last_rx = tide__now_ns(), last_hb = 0, up_since = 0;
     for (;;) {
         pthread_mutex_lock(&ctl->mu);
         int stop = ctl->stopping, hb_ms = ctl->heartbeat_ms, to_ms = ctl->peer_timeout_ms;
@@ -419,6 +419,12 @@ static void *ctl_main(void *arg)
         int fd = ctl->fd;
         pthread_mutex_unlock(&ctl->send_mu);
         if (fd < 0) {
+            if (up_since) {
+                /* A connection that did not last: wait before the next dial. */
+                up_since = 0;
+                if (wait_wake(ctl, backoff)) break;
+                backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+            }
             int nfd;
             int rc = dial(ctl, 1000, &nfd, NULL, 0);
             if (rc == TIDE_OK) {
@@ -433,7 +439,10 @@ static void *ctl_main(void *arg)
                 backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
                 continue;
             }
-            backoff = BACKOFF_MIN_MS;
+            /* The backoff resets only once this connection proves itself (a
+             * message after the welcome, see below): a coordinator that drops
+             * every reconnect at once must not be redialled in a tight loop. */
+            up_since = tide__now_ns();
             pthread_mutex_lock(&ctl->send_mu);
             ctl->fd = nfd;
             pthread_mutex_unlock(&ctl->send_mu);
@@ -476,6 +485,10 @@ static void *ctl_main(void *arg)
                 continue;
             }
             last_rx = tide__now_ns();
+            if (up_since && last_rx - up_since > (uint64_t)hb_ms * 2 * 1000000ull) {
+                up_since = 0; /* it lasted: the next loss starts the backoff over */
+                backoff = BACKOFF_MIN_MS;
+            }
             handle(ctl, msg);
             json_decref(msg);
         }

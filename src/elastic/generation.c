@@ -106,7 +106,12 @@ static int build(tide_comm_t *c, tide__membership_t *m)
     }
     pthread_mutex_lock(&c->gmu);
     c->forming_gen = -1;
-    if (c->listen_interrupted) replace_listener(c);
+    if (c->listen_interrupted) {
+        /* The abort shut the listener down under the accept, which then fails
+         * with EINVAL: that is this generation's abort, not a bad argument. */
+        if (rc != TIDE_OK) rc = TIDE_EABORTED;
+        replace_listener(c);
+    }
     if (rc == TIDE_OK) {
         c->group = g;
         if (c->aborted_gen >= (int64_t)gen) tide__group_abort(g, TIDE_EABORTED);

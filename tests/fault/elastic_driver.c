@@ -28,6 +28,12 @@
  *                     host whose workers fail is blacklisted with a doubling cooldown
  *   run-min           `tide run`: below --min for longer than --pause-timeout, the job
  *                     fails with a message
+ *   run-netns P1, P3, P4  three network namespaces play three hosts (`--launch 'ip netns
+ *                     exec {host}'`, TCP between them); one namespace's link is cut
+ *                     (`ip link set ... down`): the other two err within the heartbeat
+ *                     timeout and train on from the highest completed step; when the
+ *                     link comes back, the cut-off worker re-joins with the members'
+ *                     state. Needs root (exit 77, skipped, without)
  *
  * Every scenario also checks, for every step any worker completed, that its state
  * is the reference trajectory's (a job of one computes it): the toy model of
@@ -54,6 +60,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "core/auth.h"
 #include "core/net.h"
@@ -1033,6 +1041,191 @@ static void scenario_run_min(void)
     else note("below --min: tide run failed after %.1f s with a message", now() - t0);
 }
 
+/* ---- run-netns: network namespaces as hosts ---- */
+
+static void rmdir_all(const char *path)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", path);
+    if (system(cmd) < 0) return;
+}
+
+static char ns_prefix[16]; /* names: PREFIXb (bridge), PREFIXh1..3, PREFIXv1..3 (veths) */
+static int ns_subnet;      /* 10.213.SUBNET.0/24 */
+static int ns_made;
+
+/* Runs a shell command, its output to DIR/netns.log; returns its exit status. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024], full[1500];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "(%s) >>%s/netns.log 2>&1", cmd, dir);
+    int st = system(full);
+    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+}
+
+static void netns_teardown(void)
+{
+    if (!ns_made) return;
+    for (int i = 1; i <= 3; i++) sh("ip netns del %sh%d", ns_prefix, i); /* takes its veth end */
+    sh("ip link del %sb", ns_prefix);
+    ns_made = 0;
+}
+
+/* A bridge in this namespace (the coordinator's side, 10.213.S.1) and three
+ * namespaces on it (10.213.S.11..13). Returns -1 where this cannot run here. */
+static int netns_setup(void)
+{
+    snprintf(ns_prefix, sizeof ns_prefix, "tn%d", (int)(getpid() % 100000));
+    ns_subnet = 1 + (int)(getpid() % 250);
+    if (geteuid() != 0 || sh("ip netns add %sh1", ns_prefix) != 0) return -1;
+    ns_made = 1;
+    atexit(netns_teardown);
+    int bad = sh("ip netns add %sh2 && ip netns add %sh3", ns_prefix, ns_prefix) ||
+              sh("ip link add %sb type bridge && ip addr add 10.213.%d.1/24 dev %sb && "
+                 "ip link set %sb up",
+                 ns_prefix, ns_subnet, ns_prefix, ns_prefix);
+    for (int i = 1; i <= 3 && !bad; i++)
+        bad = sh("ip link add %sv%d type veth peer name eth0 netns %sh%d && "
+                 "ip link set %sv%d master %sb up && "
+                 "ip -n %sh%d addr add 10.213.%d.1%d/24 dev eth0 && "
+                 "ip -n %sh%d link set eth0 up && ip -n %sh%d link set lo up",
+                 ns_prefix, i, ns_prefix, i, ns_prefix, i, ns_prefix, ns_prefix, i, ns_subnet, i,
+                 ns_prefix, i, ns_prefix, i);
+    if (bad) {
+        fail("could not build the namespaces (see %s/netns.log)", dir);
+        return 0;
+    }
+    /* The bridge forwards once each port says so (state 3). */
+    for (int tries = 0; tries < 100; tries++) {
+        int up = 0;
+        for (int i = 1; i <= 3; i++)
+            up += sh("grep -qx 3 /sys/class/net/%sv%d/brport/state", ns_prefix, i) == 0;
+        if (up == 3) break;
+        usleep(50000);
+    }
+    return 0;
+}
+
+/* The report's events: the first of KIND at or after index *from, or NULL. */
+static json_t *report_event(json_t *events_arr, const char *kind, size_t *from)
+{
+    for (size_t k = *from; k < json_array_size(events_arr); k++) {
+        json_t *e = json_array_get(events_arr, k);
+        const char *ek = json_string_value(json_object_get(e, "kind"));
+        if (ek && !strcmp(ek, kind)) {
+            *from = k + 1;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void scenario_run_netns(void)
+{
+    if (netns_setup() < 0) {
+        note("skipped: needs root and `ip netns` (network namespaces as hosts)");
+        rmdir_all(dir);
+        exit(77);
+    }
+    if (failures) return;
+    /* A short heartbeat so that the cut is noticed quickly; the check below is
+     * against whatever timeout is in force. */
+    const int hb_ms = 200, timeout_ms = 1500;
+    setenv("TIDE_HEARTBEAT_MS", "200", 1);
+    setenv("TIDE_PEER_TIMEOUT_MS", "1500", 1);
+    setenv("TIDE_LOG_LEVEL", "info", 1); /* "joined generation G as rank R of N over tcp" */
+    steps = scale < 1 ? 300 : 400;
+    step_ms = 20;
+    reference();
+    char hosts[400], listen[32], times[400], errp[400], report[400];
+    snprintf(hosts, sizeof hosts, "%s/hosts.sh", dir);
+    snprintf(times, sizeof times, "%s/cut-times", dir);
+    snprintf(errp, sizeof errp, "%s/run.err", dir);
+    snprintf(report, sizeof report, "%s/report.json", dir);
+    snprintf(listen, sizeof listen, "10.213.%d.1", ns_subnet);
+    FILE *f = fopen(hosts, "w");
+    fprintf(f, "#!/bin/sh\nprintf '%sh1:1\\n%sh2:1\\n%sh3:1\\n'\n", ns_prefix, ns_prefix, ns_prefix);
+    fclose(f);
+    chmod(hosts, 0755);
+    pid_t cutter = fork();
+    if (cutter == 0) {
+        /* w1 runs in PREFIXh2 (one slot per host, started in order). Once it
+         * trains, its link goes down; once the others re-formed, it comes back. */
+        char w1[400];
+        snprintf(w1, sizeof w1, "%s/w1.log", dir);
+        for (int i = 0; i < 3000 && !grep_file(w1, "step=20 "); i++) usleep(10000);
+        double t_cut = now();
+        sh("ip link set %sv2 down", ns_prefix);
+        for (int i = 0; i < 1000 && !events_has("\"kind\":\"loss\""); i++) usleep(10000);
+        usleep(1000000);
+        double t_heal = now();
+        sh("ip link set %sv2 up", ns_prefix);
+        FILE *g = fopen(times, "w");
+        if (g) {
+            fprintf(g, "%.6f %.6f\n", t_cut, t_heal);
+            fclose(g);
+        }
+        _exit(0);
+    }
+    const char *args[] = {"--min", "2", "--max", "3", "--hosts-script", hosts, "--hosts-poll-ms", "200",
+                          "--launch", "ip netns exec {host}", "--listen", listen, "--events", events,
+                          "--report", report};
+    int st = run_tide(args, 16, NULL, deadline - now());
+    waitpid(cutter, NULL, 0);
+    if (st != -1 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        fail("tide run exited with status %d, want 0 (see %s)", st, errp);
+    double t_cut = -1, t_heal = -1;
+    f = fopen(times, "r");
+    if (!f || fscanf(f, "%lf %lf", &t_cut, &t_heal) != 2) fail("the link was never cut");
+    if (f) fclose(f);
+    collect_workers();
+    if (NW < 3 || t_cut < 0) return;
+    if (!grep_file(errp, "of 3 over tcp")) fail("the namespaces did not talk over tcp (see %s)", errp);
+    /* P1: the two on the live links err within the heartbeat timeout. */
+    for (int i = 0; i < 3; i += 2) {
+        double te = first_error_after(i, t_cut);
+        if (te < 0) fail("%s saw no error after the link was cut", W[i].id);
+        else if (te - t_cut > (timeout_ms + 2 * hb_ms) / 1000.0 + 0.5)
+            fail("%s erred %.3f s after the cut, want within the %d ms heartbeat timeout (P1)", W[i].id,
+                 te - t_cut, timeout_ms);
+        else note("%s: error %.3f s after the cut (timeout %d ms)", W[i].id, te - t_cut, timeout_ms);
+    }
+    /* P4: the cut-off worker came back as a joiner with the members' state
+     * (check_trajectory checks the state it began with) and finished. */
+    int64_t back = begin_after(1, t_heal);
+    if (back < 0) fail("w1 did not re-join after its link came back");
+    else note("w1 re-joined at step %" PRId64 " after the link came back", back);
+    for (int i = 0; i < 3; i++)
+        if (!has(i, "done")) fail("%s did not finish training", W[i].id);
+    if (NW > 3) fail("%d workers ran, want 3: a slot was refilled while its worker lived", NW);
+    /* The report: a loss on 10.213.S.12 with at most one step lost, then a join. */
+    json_error_t je;
+    json_t *r = json_load_file(report, 0, &je);
+    json_t *ev = json_object_get(r, "events");
+    size_t at = 0;
+    json_t *loss = report_event(ev, "loss", &at), *join = report_event(ev, "join", &at);
+    char want_host[32];
+    snprintf(want_host, sizeof want_host, "10.213.%d.12", ns_subnet);
+    if (!loss) {
+        fail("the report has no loss event (see %s)", report);
+    } else {
+        json_t *ls = json_object_get(loss, "lost_steps");
+        if (!json_is_integer(ls) || json_integer_value(ls) > 1)
+            fail("the loss cost %s steps, at most 1 allowed (P3)", json_is_integer(ls) ? "more" : "unknown");
+        else note("loss: %" JSON_INTEGER_FORMAT " step(s) lost, recovery %.0f ms", json_integer_value(ls),
+                  json_number_value(json_object_get(loss, "recovery_ms")));
+    }
+    if (!join) fail("the report has no join after the loss (see %s)", report);
+    if (!events_has(want_host)) fail("the lost member was not the one on %s", want_host);
+    json_decref(r);
+    check_trajectory(1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -1069,6 +1262,7 @@ int main(int argc, char **argv)
     else if (!strcmp(scenario, "run-chaos")) scenario_run_chaos();
     else if (!strcmp(scenario, "run-hosts")) scenario_run_hosts();
     else if (!strcmp(scenario, "run-min")) scenario_run_min();
+    else if (!strcmp(scenario, "run-netns")) scenario_run_netns();
     else {
         fprintf(stderr, "elastic_driver: unknown scenario %s\n", scenario);
         return 2;
@@ -1078,6 +1272,7 @@ int main(int argc, char **argv)
     reap();
     dump_on_failure();
     kill_coordinator();
+    netns_teardown(); /* before its log's folder goes */
     note("%s (%.1f s)", failures ? "FAILED" : "passed", now() - t_start);
     if (!failures) {
         char cmd[400];
