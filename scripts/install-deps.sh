@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
       libcmocka-dev libjansson-dev libyaml-dev libssl-dev libcurl4-openssl-dev
       libmicrohttpd-dev libcairo2-dev zlib1g-dev libopenblas-dev openmpi-bin libopenmpi-dev
-      dataset-fashion-mnist iproute2 procps python3 bc gnuplot-nox)
+      dataset-fashion-mnist iproute2 procps python3 bc gnuplot-nox jq)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -405,7 +405,9 @@ static void reap(job_t *j)
                 stop_job(j, WEXITSTATUS(status));
                 continue;
             }
-            int cool = tide__blacklist_fail(&j->bl, host);
+            /* Ended by the experiment (a kill, a freeze, a preemption, or a
+             * notice it did not live to see): no fault of the host's. */
+            int cool = w->noticed ? 0 : tide__blacklist_fail(&j->bl, host);
             int rank = tide__coord_rank_of_pid(j->coord, (int)pid);
             char what[160];
             if (WIFSIGNALED(status))
@@ -415,8 +417,12 @@ static void reap(job_t *j)
                 snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(status));
             char rk[48] = "";
             if (rank >= 0) snprintf(rk, sizeof rk, "rank %d, ", rank);
-            say(j, "worker %d (%spid %d) on %s %s; the job goes on (%s cools down for %d ms)",
-                w->index, rk, (int)pid, host, what, host, cool);
+            if (w->noticed)
+                say(j, "worker %d (%spid %d) on %s %s, as the experiment asked; the job goes on",
+                    w->index, rk, (int)pid, host, what);
+            else
+                say(j, "worker %d (%spid %d) on %s %s; the job goes on (%s cools down for %d ms)",
+                    w->index, rk, (int)pid, host, what, host, cool);
         }
     }
 }

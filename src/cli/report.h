@@ -30,7 +30,10 @@
  *    "events": [{"id": 0, "t": 10.1, "kind": "preempt", "rank": 2,
  *                "lost_steps": 0, "recovery_ms": 812.0}, ...],
  *    "metrics": {"loss": 0.31}, "dropped": {"events": 0, "world_sizes": 0, "metrics": 0}}
- * goodput = time inside completed steps / wall time; samples_per_s = samples /
+ * goodput = time of completed steps / wall time, a step's time being what rank 0
+ * measured: from the end of the step before it in the same generation (so the
+ * step-end agreement and the trainer's work between steps count), or from its
+ * begin for a generation's first step; samples_per_s = samples /
  * wall time; rate_timeline is the rate over consecutive windows of equal width
  * (the width doubles as the run grows, so it never has more than 1024 points).
  *

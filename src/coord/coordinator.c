@@ -129,6 +129,8 @@ struct tide__coord {
     char cycle_why[200];
     int cycle_lost, cycle_left, cycle_joined;
     int64_t cycle_max_step;
+    int gen_dropped;   /* a member of this generation dropped a step in flight */
+    int cycle_dropped; /* ... of the generation the current one replaced */
     int prev_size;
 
     worker_t **next; /* the generation being prepared */
@@ -513,6 +515,8 @@ static void publish(tide__coord_t *c)
     for (int r = 0; r < c->nmem; r++)
         if (c->mem[r] && c->mem[r]->max_step > seen) seen = c->mem[r]->max_step;
     c->cycle_max_step = seen;
+    c->cycle_dropped = c->gen_dropped;
+    c->gen_dropped = 0;
     c->prev_size = c->phase == PH_START ? 0 : c->nmem;
 
     free(c->mem);
@@ -731,7 +735,10 @@ static void check_running(tide__coord_t *c)
         uint64_t since = c->broken_at ? c->broken_at : c->formed_at;
         double recovery_ms = (double)(tide__now_ns() - since) / 1e6;
         int64_t resumed = c->root_step < 0 ? 0 : c->root_step;
+        /* Lost: steps completed before and done again, or else the step a
+         * member had begun when the generation failed (P3 allows one). */
         int64_t lost_steps = c->cycle_max_step > resumed ? c->cycle_max_step - resumed : 0;
+        if (lost_steps < c->cycle_dropped) lost_steps = c->cycle_dropped;
         if (c->gen > 0 && c->root_step < 0 && c->cycle_max_step > 0) {
             /* Nobody who held the state survived: a whole-job loss. */
             char lost_words[200];
@@ -1040,6 +1047,7 @@ static void on_ready(tide__coord_t *c, worker_t *w, json_t *msg)
     w->port = (int)port;
     progress_step(c, w, step);
     if (is_member(c, w) && gen == c->gen) {
+        if (json_is_true(json_object_get(msg, "dropped"))) c->gen_dropped = 1;
         int was = w->st;
         w->st = leaving ? TIDE__WS_LEAVING : TIDE__WS_READY;
         if (leaving && was != TIDE__WS_LEAVING) {

@@ -82,6 +82,7 @@ struct tide_comm {
      * before its first sync, or a laggard during one). */
     int64_t completed;
     int in_step;
+    int dropped; /* a step was begun and never ended in the generation that failed */
     int need_sync;
     int reform_pending;
     int leave_pending;
@@ -98,7 +99,9 @@ struct tide_comm {
 
     /* Rank 0's account of completed steps for the coordinator's report. */
     tide_sampler_t *sampler; /* the registered sampler, if any (borrowed) */
-    uint64_t step_t0;        /* when the step in progress began */
+    uint64_t step_t0;        /* when the step in progress began: when the step before it
+                              * ended, within one generation (see tide_step_begin) */
+    uint64_t prev_end_ns;    /* when this generation's last step ended (0: none yet) */
     uint64_t step_batches;   /* the sampler's batch count then */
     int64_t rep_from;        /* steps [rep_from, completed) not yet reported */
     int64_t rep_samples;

@@ -60,10 +60,11 @@ static void report_ready(tide_comm_t *c, int64_t gen, const char *reason, int co
 {
     tide__ctl_set_status(c->ctl, leaving ? TIDE__WS_LEAVING : TIDE__WS_READY, gen, c->rank, c->size,
                          c->completed);
-    tide__ctl_send(c->ctl, json_pack("{s:s, s:I, s:I, s:s, s:i, s:b, s:i}", "type", "ready",
+    tide__ctl_send(c->ctl, json_pack("{s:s, s:I, s:I, s:s, s:i, s:b, s:i, s:b}", "type", "ready",
                                      "generation", (json_int_t)gen, "step", (json_int_t)c->completed,
                                      "reason", reason, "code", code, "leaving", leaving, "port",
-                                     listen_port(c)));
+                                     listen_port(c), "dropped", c->dropped));
+    c->dropped = 0;
 }
 
 /* The current generation is over (st: why, or TIDE_OK for an agreed change):
@@ -74,6 +75,7 @@ static int reform(tide_comm_t *c, int st)
     int leaving = c->leave_pending;
     int old_rank = c->rank, old_size = c->size;
     uint64_t t0 = c->failed_at_ns ? c->failed_at_ns : tide__now_ns();
+    c->prev_end_ns = 0;
     tide__gen_release(c);
     c->reform_pending = 0;
     if (!c->ctl) {
@@ -111,7 +113,8 @@ int tide_step_begin(tide_comm_t *comm)
         comm->loop_started = 1;
         if (comm->elastic) tide__notice_start(comm);
     }
-    comm->in_step = 0; /* a step begun and never ended was dropped */
+    if (comm->in_step) comm->dropped = 1; /* begun and never ended: the report counts it */
+    comm->in_step = 0;
     if (comm->need_join) {
         /* Ready now (its data loaded, its state registered): the members make room
          * at their next step boundary, and the sync brings the state. */
@@ -132,7 +135,12 @@ int tide_step_begin(tide_comm_t *comm)
         if (st == TIDE_OK && !comm->reform_pending) {
             if (!comm->need_sync) {
                 comm->in_step = 1;
-                comm->step_t0 = tide__now_ns();
+                /* A step's time runs from the end of the one before it in this
+                 * generation, so the step-end agreement and the trainer's own
+                 * work between steps count as training (the report's goodput);
+                 * a generation's first step starts here, after the re-formation. */
+                uint64_t now = tide__now_ns();
+                comm->step_t0 = comm->prev_end_ns && comm->prev_end_ns <= now ? comm->prev_end_ns : now;
                 uint64_t g;
                 tide__sampler_progress(comm->sampler, &comm->step_batches, &g);
                 return TIDE_OK;
@@ -141,6 +149,7 @@ int tide_step_begin(tide_comm_t *comm)
             if (st == TIDE_OK) {
                 comm->need_sync = 0;
                 comm->rep_from = comm->completed;
+                comm->prev_end_ns = 0;
                 comm->rep_samples = 0;
                 comm->rep_seconds = 0;
                 if (comm->ctl)
@@ -194,6 +203,7 @@ int tide_step_end(tide_comm_t *comm, int flags)
     comm->completed = (comm->completed < 0 ? 0 : comm->completed) + 1;
     if (comm->ctl) tide__ctl_set_step(comm->ctl, comm->completed);
     if (comm->ctl && comm->rank == 0) report_step(comm, flags & TIDE_STEP_LAST);
+    comm->prev_end_ns = tide__now_ns();
     int32_t w[WORDS] = {0};
     int mine = comm->elastic && tide__notice_pending(comm);
     w[WORD_NOTICE] = mine;
