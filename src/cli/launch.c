@@ -82,6 +82,7 @@ typedef struct {
     int experiment; /* chaos or trace: capacity changes only by their actions */
     tide__chaos_t chaos;
     size_t chaos_cur;
+    double chaos_t0; /* when training's first step completed (the schedule's 0), or < 0 */
     tide__trace_t trace;
     int has_trace;
     size_t trace_cur;
@@ -580,11 +581,27 @@ static worker_t *pick_member(job_t *j, int rank, int *rank_out)
     return w;
 }
 
+/* How long an action on a member waits for one (the group may be re-forming
+ * when it falls due) before it is skipped. */
+#define CHAOS_MEMBER_WAIT_S 5.0
+
 static void run_chaos(job_t *j)
 {
     if (!j->chaos.count || j->stopping || j->done) return;
+    if (j->chaos_t0 < 0) {
+        /* The schedule's clock starts with training, not with the processes:
+         * a worker loading its data is not yet what the experiment is about,
+         * and a loaded machine would otherwise shift every action into the
+         * start-up. */
+        tide__job_status_t st;
+        tide__coord_status(j->coord, &st);
+        if (st.step < 1) return;
+        j->chaos_t0 = elapsed(j);
+        say(j, "chaos: training runs; the schedule starts now");
+    }
+    double now = elapsed(j) - j->chaos_t0;
     const tide__chaos_action_t *a;
-    while ((a = tide__chaos_next(&j->chaos, &j->chaos_cur, elapsed(j)))) {
+    while ((a = tide__chaos_next(&j->chaos, &j->chaos_cur, now))) {
         const char *kind = tide__chaos_kind_name(a->kind);
         int rank;
         switch (a->kind) {
@@ -592,6 +609,11 @@ static void run_chaos(job_t *j)
         case TIDE__CHAOS_PREEMPT:
         case TIDE__CHAOS_FREEZE: {
             worker_t *w = pick_member(j, a->target >= 0 ? a->target : -1, &rank);
+            if (!w && rank < 0 && now - a->t < CHAOS_MEMBER_WAIT_S &&
+                tide__coord_pid_of_rank(j->coord, 0) <= 0) {
+                j->chaos_cur--; /* between generations: try again on the next tick */
+                return;
+            }
             if (!w) {
                 say(j, "chaos (line %d): %s: no such member now; skipped", a->line, kind);
                 break;
@@ -723,6 +745,7 @@ int tide__launch_local(const tide__launch_opts_t *o)
 {
     job_t j;
     memset(&j, 0, sizeof j);
+    j.chaos_t0 = -1;
     j.o = o;
     j.elastic = o->min > 0;
     j.t0_ns = tide__now_ns();
