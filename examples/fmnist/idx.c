@@ -4,8 +4,9 @@
  */
 #include "idx.h"
 
+#include "fileerr.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +14,6 @@
 #include <zlib.h>
 
 #define IDX_TYPE_UBYTE 0x08
-
-static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    int n = snprintf(err, errlen, "%s: ", path);
-    if (n < 0 || (size_t)n >= errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-}
 
 /* Explains why a read of `what` stopped after got of want bytes: a corrupt gzip
  * stream (bad data, or a CRC or length mismatch in its trailer), a stream that ends
@@ -40,14 +27,14 @@ static void short_read(gzFile f, char *err, size_t errlen, const char *path, con
     size_t plen = strlen(path);
     if (msg && strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0) msg += plen + 2;
     if (code == Z_ERRNO)
-        fail(err, errlen, path, "read error in the %s: %s", what, strerror(errno));
+        fm_file_error(err, errlen, path, "read error in the %s: %s", what, strerror(errno));
     else if (code == Z_BUF_ERROR)
-        fail(err, errlen, path, "truncated gzip stream: it ends within the %s (%zu of %zu bytes)",
+        fm_file_error(err, errlen, path, "truncated gzip stream: it ends within the %s (%zu of %zu bytes)",
              what, got, want);
     else if (code != Z_OK)
-        fail(err, errlen, path, "corrupt gzip data (%s)", msg && *msg ? msg : zError(code));
+        fm_file_error(err, errlen, path, "corrupt gzip data (%s)", msg && *msg ? msg : zError(code));
     else
-        fail(err, errlen, path, "truncated: the file ends within the %s (%zu of %zu bytes)", what,
+        fm_file_error(err, errlen, path, "truncated: the file ends within the %s (%zu of %zu bytes)", what,
              got, want);
 }
 
@@ -77,14 +64,14 @@ int fm_idx_load(const char *path, int ndims, const uint32_t *want, fm_idx_t *out
 {
     memset(out, 0, sizeof *out);
     if (ndims < 1 || ndims > FM_IDX_MAX_DIMS) {
-        fail(err, errlen, path, "unsupported dimension count %d", ndims);
+        fm_file_error(err, errlen, path, "unsupported dimension count %d", ndims);
         return -1;
     }
     errno = 0;
     gzFile f = gzopen(path, "rb");
     if (!f) {
         int e = errno;
-        fail(err, errlen, path, "cannot open: %s%s", e ? strerror(e) : "out of memory",
+        fm_file_error(err, errlen, path, "cannot open: %s%s", e ? strerror(e) : "out of memory",
              e == ENOENT ? " (is --data-dir right?)" : "");
         return -1;
     }
@@ -95,7 +82,7 @@ int fm_idx_load(const char *path, int ndims, const uint32_t *want, fm_idx_t *out
         goto bad;
     }
     if (hdr[0] != 0 || hdr[1] != 0 || hdr[2] != IDX_TYPE_UBYTE || hdr[3] != ndims) {
-        fail(err, errlen, path,
+        fm_file_error(err, errlen, path,
              "bad magic 0x%02x%02x%02x%02x (want 0x0000%02x%02x: unsigned bytes, %d dimensions); "
              "not an IDX file of the expected kind",
              hdr[0], hdr[1], hdr[2], hdr[3], IDX_TYPE_UBYTE, ndims, ndims);
@@ -106,15 +93,15 @@ int fm_idx_load(const char *path, int ndims, const uint32_t *want, fm_idx_t *out
         uint32_t d = be32(hdr + 4 + 4 * i);
         out->dims[i] = d;
         if (want && want[i] && d != want[i]) {
-            fail(err, errlen, path, "dimension %d is %u, expected %u", i, d, want[i]);
+            fm_file_error(err, errlen, path, "dimension %d is %u, expected %u", i, d, want[i]);
             goto bad;
         }
         if (d == 0) {
-            fail(err, errlen, path, "dimension %d is 0", i);
+            fm_file_error(err, errlen, path, "dimension %d is 0", i);
             goto bad;
         }
         if (d > FM_IDX_MAX_BYTES / len) {
-            fail(err, errlen, path, "dimension %d is %u: the data would exceed the %zu-byte limit",
+            fm_file_error(err, errlen, path, "dimension %d is %u: the data would exceed the %zu-byte limit",
                  i, d, FM_IDX_MAX_BYTES);
             goto bad;
         }
@@ -124,7 +111,7 @@ int fm_idx_load(const char *path, int ndims, const uint32_t *want, fm_idx_t *out
     out->len = len;
     out->data = malloc(len);
     if (!out->data) {
-        fail(err, errlen, path, "out of memory for %zu bytes", len);
+        fm_file_error(err, errlen, path, "out of memory for %zu bytes", len);
         goto bad;
     }
     if (read_full(f, out->data, len, &got) != 0) {
@@ -141,13 +128,13 @@ int fm_idx_load(const char *path, int ndims, const uint32_t *want, fm_idx_t *out
         goto bad;
     }
     if (n > 0) {
-        fail(err, errlen, path, "has bytes after the %zu data bytes its header declares", len);
+        fm_file_error(err, errlen, path, "has bytes after the %zu data bytes its header declares", len);
         goto bad;
     }
     int rc = gzclose_r(f);
     f = NULL;
     if (rc != Z_OK) {
-        fail(err, errlen, path, "error closing: %s", zError(rc));
+        fm_file_error(err, errlen, path, "error closing: %s", zError(rc));
         goto bad;
     }
     return 0;
@@ -195,13 +182,13 @@ int fm_dataset_load(const char *dir, const char *prefix, int classes, fm_dataset
         return -1;
     }
     if (lab.dims[0] != img.dims[0]) {
-        fail(err, errlen, lpath, "has %u labels but %s has %u images", lab.dims[0], ipath,
+        fm_file_error(err, errlen, lpath, "has %u labels but %s has %u images", lab.dims[0], ipath,
              img.dims[0]);
         goto bad;
     }
     for (size_t i = 0; i < lab.len; i++) {
         if (lab.data[i] >= classes) {
-            fail(err, errlen, lpath, "label %zu is %u, not below %d", i, lab.data[i], classes);
+            fm_file_error(err, errlen, lpath, "label %zu is %u, not below %d", i, lab.data[i], classes);
             goto bad;
         }
     }

@@ -25,6 +25,10 @@ check "--max-steps" --max-steps 0
 check "--seed" --seed -1
 check "--hidden" --hidden 256,x
 check "--schedule" --schedule warmup
+check "--save-params needs a file name" --save-params ""
+check "--save-params needs a value" --save-params
+check "is a directory" --save-params /
+check "no directory '/nonexistent-fmnist'" --save-params /nonexistent-fmnist/params.bin
 check "unknown option '--bogus'" --bogus
 check "takes no value" --json=1
 check "unexpected argument 'extra'" extra

@@ -32,11 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "idx.h"
 #include "mlp.h"
+#include "params.h"
 #include "rng.h"
 #include "tide.h"
 
@@ -58,6 +61,7 @@ typedef struct {
     int n_hidden;
     int hidden[FM_MLP_MAX_LAYERS - 1];
     const char *data_dir;
+    const char *save_params; /* NULL: none */
     int quiet;
     int json;
     int blas_threads;
@@ -81,6 +85,8 @@ static void usage(FILE *f)
             "  --seed S           seed of the initial weights and the sample order (default 1)\n"
             "  --data-dir DIR     the IDX files (default /usr/share/datasets/fashion-mnist)\n"
             "  --max-steps N      stop after N global steps (the schedule still spans --epochs)\n"
+            "  --save-params FILE rank 0 writes the final parameters to FILE (float32;\n"
+            "                     compare two with fmnist-params-diff)\n"
             "  --blas-threads N   OpenBLAS threads per rank (default 1)\n"
             "  --overlap          allreduce each layer's gradient (tide_iallreduce) while the\n"
             "                     backward pass goes on, instead of one allreduce after it\n"
@@ -154,6 +160,31 @@ static void parse_hidden(opts_t *o, const char *s)
     if (o->n_hidden == 0) bad_arg("--hidden needs widths such as 256,128");
 }
 
+/* --save-params FILE is written only at the end of the run, so a path that cannot
+ * be written is refused now, before any work, rather than after the training. Every
+ * worker checks: whichever is rank 0 at the end writes it. */
+static void check_save_path(const char *path)
+{
+    if (!*path) bad_arg("--save-params needs a file name");
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        bad_arg("--save-params: '%s' is a directory, not a file", path);
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == path)
+        strcpy(dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else
+        bad_arg("--save-params: path too long");
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        bad_arg("--save-params: no directory '%s' for '%s'", dir, path);
+    if (access(dir, W_OK) != 0)
+        bad_arg("--save-params: cannot write in directory '%s': %s", dir, strerror(errno));
+}
+
 static void parse_args(opts_t *o, int argc, char **argv)
 {
     *o = (opts_t){.epochs = 10,
@@ -166,7 +197,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
                   .hidden = {256, 128},
                   .data_dir = "/usr/share/datasets/fashion-mnist",
                   .blas_threads = 1};
-    enum { EPOCHS = 256, BATCH, LR, MOMENTUM, WD, SCHEDULE, HIDDEN, SEED, DATA, STEPS, THREADS };
+    enum { EPOCHS = 256, BATCH, LR, MOMENTUM, WD, SCHEDULE, HIDDEN, SEED, DATA, STEPS, THREADS, SAVE };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, EPOCHS},
         {"batch", required_argument, NULL, BATCH},
@@ -179,6 +210,7 @@ static void parse_args(opts_t *o, int argc, char **argv)
         {"data-dir", required_argument, NULL, DATA},
         {"max-steps", required_argument, NULL, STEPS},
         {"blas-threads", required_argument, NULL, THREADS},
+        {"save-params", required_argument, NULL, SAVE},
         {"overlap", no_argument, NULL, 'o'},
         {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},
@@ -227,6 +259,10 @@ static void parse_args(opts_t *o, int argc, char **argv)
             break;
         case THREADS:
             o->blas_threads = (int)parse_u64("blas-threads", optarg, 1, 256);
+            break;
+        case SAVE:
+            check_save_path(optarg);
+            o->save_params = optarg;
             break;
         case 'o':
             o->overlap = 1;
@@ -559,6 +595,10 @@ int main(int argc, char **argv)
                "wall %.2f s  ranks %d  params_crc32 %08x\n",
                t.st.step, t.st.last_loss, t.st.last_acc, rate, wall, tide_size(comm), crc);
     fflush(stdout);
+    /* After the CRC check, so the file holds what every rank holds. */
+    if (my_rank == 0 && o.save_params &&
+        fm_params_save(o.save_params, m.params, m.n_params, err, sizeof err) != 0)
+        die("--save-params: %s", err);
 
     free(t.idx);
     free(t.labels);

@@ -33,6 +33,15 @@ int tide_size(const tide_comm_t *comm)
     return comm ? comm->size : 0;
 }
 
+/* What a collective on a communicator without a group returns: a member that left
+ * (or whose job finished) must stop; any other is between generations (re-forming,
+ * or a joiner not yet admitted at its first tide_step_begin). Neither is an
+ * invalid argument. (tide_comm_status says TIDE_ECLOSED for both: no group.) */
+static int no_group_status(const tide_comm_t *comm)
+{
+    return comm->left || comm->finished ? TIDE_ESTOPPED : TIDE_EABORTED;
+}
+
 int tide_comm_status(const tide_comm_t *comm)
 {
     if (!comm) return TIDE_EINVAL;
@@ -42,7 +51,8 @@ int tide_comm_status(const tide_comm_t *comm)
 static int prepare(tide_comm_t *comm, enum tide__coll_kind kind, const void *send, void *recv,
                    size_t count, int dtype, int op, int root, tide__call_t *c)
 {
-    if (!comm || !comm->group) return TIDE_EINVAL;
+    if (!comm) return TIDE_EINVAL;
+    if (!comm->group) return no_group_status(comm);
     if ((unsigned)dtype >= TIDE_DTYPE_COUNT || (unsigned)op >= TIDE_OP_COUNT) return TIDE_EINVAL;
     size_t es = tide_dtype_size((tide_dtype_t)dtype);
     if (count > SIZE_MAX / es / (size_t)(comm->size > 0 ? comm->size : 1)) return TIDE_EINVAL;

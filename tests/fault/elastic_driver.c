@@ -610,6 +610,9 @@ static void scenario_leave(int by_signal)
     else if (!(WIFEXITED(W[victim].status) && WEXITSTATUS(W[victim].status) == 0))
         fail("%s left with status %d, want exit 0", W[victim].id, W[victim].status);
     if (!has(victim, "left")) fail("%s did not log its leave", W[victim].id);
+    if (first_error_after(victim, 0) >= 0)
+        fail("%s logged an error (a collective after leaving must return TIDE_ESTOPPED)",
+             W[victim].id);
     int64_t v_last = last_step(victim);
     unsigned surv = all_but(4, victim);
     wait_begin_after(surv, t_notice);
