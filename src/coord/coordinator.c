@@ -1264,7 +1264,7 @@ static void *auth_main(void *arg)
     int fd = (int)(intptr_t)((void **)arg)[1];
     free(arg);
     tide__peer_claim_t claim = {0};
-    int rc = tide__auth_accept(fd, &c->secret, -1, AUTH_TIMEOUT_MS, &claim);
+    int rc = tide__auth_accept(fd, &c->secret, -1, AUTH_TIMEOUT_MS, -1, &claim);
     handoff_t h = {fd, rc, claim.kind};
     pthread_mutex_lock(&c->mu);
     ssize_t wr = write(c->auth_pipe[1], &h, sizeof h);
@@ -1280,7 +1280,7 @@ static void *auth_main(void *arg)
 static void on_accept(tide__coord_t *c)
 {
     int fd;
-    if (tide__net_accept(c->lfd, 0, &fd) != TIDE_OK) return;
+    if (tide__net_accept(c->lfd, 0, -1, &fd) != TIDE_OK) return;
     if (c->auth_inflight >= MAX_AUTH || c->nw >= MAX_WORKERS) {
         atomic_fetch_add(&c->refused, 1);
         TIDE_WARN("coordinator: too many connections; one refused");

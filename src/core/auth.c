@@ -86,11 +86,11 @@ static void mac_of(const tide__secret_t *s, const char *label, const unsigned ch
 }
 
 int tide__auth_connect(int fd, const tide__secret_t *secret, uint32_t kind, uint32_t generation,
-                       uint32_t rank, int timeout_ms)
+                       uint32_t rank, int timeout_ms, int cancel_fd)
 {
     uint64_t deadline = tide__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     struct hello h;
-    TIDE_CHECK(tide__net_read_full(fd, &h, sizeof h, deadline));
+    TIDE_CHECK(tide__net_read_full(fd, &h, sizeof h, deadline, cancel_fd));
     if (ntohl(h.magic) != AUTH_MAGIC || ntohl(h.version) != AUTH_VERSION) {
         TIDE_WARN("peer is not a Tide endpoint of protocol version %u", AUTH_VERSION);
         return TIDE_EPROTO;
@@ -103,9 +103,9 @@ int tide__auth_connect(int fd, const tide__secret_t *secret, uint32_t kind, uint
     TIDE_CHECK(tide__random_bytes(c.nonce, NONCE_LEN));
     uint32_t words[3] = {kind, generation, rank};
     mac_of(secret, "claim", h.nonce, words, 3, c.mac);
-    TIDE_CHECK(tide__net_write_full(fd, &c, sizeof c, deadline));
+    TIDE_CHECK(tide__net_write_full(fd, &c, sizeof c, deadline, cancel_fd));
     struct verdict v;
-    TIDE_CHECK(tide__net_read_full(fd, &v, sizeof v, deadline));
+    TIDE_CHECK(tide__net_read_full(fd, &v, sizeof v, deadline, cancel_fd));
     uint32_t status = ntohl(v.status);
     unsigned char expect[MAC_LEN];
     mac_of(secret, "verdict", c.nonce, &status, 1, expect);
@@ -123,14 +123,14 @@ int tide__auth_connect(int fd, const tide__secret_t *secret, uint32_t kind, uint
 }
 
 int tide__auth_accept(int fd, const tide__secret_t *secret, int64_t expected_generation,
-                      int timeout_ms, tide__peer_claim_t *claim)
+                      int timeout_ms, int cancel_fd, tide__peer_claim_t *claim)
 {
     uint64_t deadline = tide__now_ns() + (uint64_t)timeout_ms * 1000000ull;
     struct hello h = {htonl(AUTH_MAGIC), htonl(AUTH_VERSION), {0}};
     TIDE_CHECK(tide__random_bytes(h.nonce, NONCE_LEN));
-    TIDE_CHECK(tide__net_write_full(fd, &h, sizeof h, deadline));
+    TIDE_CHECK(tide__net_write_full(fd, &h, sizeof h, deadline, cancel_fd));
     struct claim c;
-    TIDE_CHECK(tide__net_read_full(fd, &c, sizeof c, deadline));
+    TIDE_CHECK(tide__net_read_full(fd, &c, sizeof c, deadline, cancel_fd));
     int status = TIDE_OK;
     uint32_t words[3] = {ntohl(c.kind), ntohl(c.generation), ntohl(c.rank)};
     unsigned char expect[MAC_LEN];
@@ -144,7 +144,7 @@ int tide__auth_accept(int fd, const tide__secret_t *secret, int64_t expected_gen
     v.status = htonl(wire_status);
     mac_of(secret, "verdict", c.nonce, &wire_status, 1, v.mac);
     /* The verdict goes out even on failure so an honest connector learns why. */
-    int wrc = tide__net_write_full(fd, &v, sizeof v, deadline);
+    int wrc = tide__net_write_full(fd, &v, sizeof v, deadline, cancel_fd);
     if (status != TIDE_OK) return status;
     TIDE_CHECK(wrc);
     claim->kind = words[0];

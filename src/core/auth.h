@@ -37,15 +37,16 @@ int tide__secret_from_hex(const char *hex, tide__secret_t *out);
 /* Fills out with a fresh random secret; hex (2*len+1 bytes) receives it in hex. */
 int tide__secret_generate(tide__secret_t *out, char *hex, size_t hexlen);
 
-/* Connector side: proves itself and checks the acceptor. */
+/* Connector side: proves itself and checks the acceptor. Both sides wait at most
+ * timeout_ms, or until cancel_fd (-1: none) is readable (TIDE_EABORTED; net.h). */
 int tide__auth_connect(int fd, const tide__secret_t *secret, uint32_t kind, uint32_t generation,
-                       uint32_t rank, int timeout_ms);
+                       uint32_t rank, int timeout_ms, int cancel_fd);
 
 /* Acceptor side. expected_generation < 0 accepts any generation (the caller then
  * checks claim->generation). On failure the connector is told and the error is
  * TIDE_EAUTH or TIDE_ESTALE. */
 int tide__auth_accept(int fd, const tide__secret_t *secret, int64_t expected_generation,
-                      int timeout_ms, tide__peer_claim_t *claim);
+                      int timeout_ms, int cancel_fd, tide__peer_claim_t *claim);
 
 /* Random bytes from the OS. */
 int tide__random_bytes(void *buf, size_t len);

@@ -81,7 +81,7 @@ int tide__net_listen(const char *host, int port, int backlog, int *fd_out, int *
     return TIDE_OK;
 }
 
-static int wait_fd(int fd, short events, uint64_t deadline_ns)
+static int wait_fd(int fd, short events, uint64_t deadline_ns, int cancel_fd)
 {
     for (;;) {
         int timeout = -1;
@@ -90,15 +90,16 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
             uint64_t now = tide__now_ns();
             timeout = now >= deadline_ns ? 0 : (int)((deadline_ns - now + 999999) / 1000000);
         }
-        struct pollfd p = {fd, events, 0};
-        int rc = poll(&p, 1, timeout);
+        struct pollfd p[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+        int rc = poll(p, cancel_fd >= 0 ? 2 : 1, timeout);
+        if (rc > 0 && cancel_fd >= 0 && p[1].revents) return TIDE_EABORTED;
         if (rc > 0) return TIDE_OK;
         if (rc == 0) return TIDE_ETIMEDOUT;
         if (errno != EINTR) return tide__errno_to_status(errno);
     }
 }
 
-int tide__net_connect(const char *host, int port, int timeout_ms, int *fd_out)
+int tide__net_connect(const char *host, int port, int timeout_ms, int cancel_fd, int *fd_out)
 {
     struct addrinfo *res;
     TIDE_CHECK(resolve(host, port, 0, &res));
@@ -112,7 +113,7 @@ int tide__net_connect(const char *host, int port, int timeout_ms, int *fd_out)
             close(fd);
             continue;
         }
-        rc = wait_fd(fd, POLLOUT, deadline);
+        rc = wait_fd(fd, POLLOUT, deadline, cancel_fd);
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         if (rc == TIDE_OK) {
@@ -121,6 +122,7 @@ int tide__net_connect(const char *host, int port, int timeout_ms, int *fd_out)
         }
         if (rc != TIDE_OK) {
             close(fd);
+            if (rc == TIDE_EABORTED) break;
             continue;
         }
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -133,10 +135,10 @@ int tide__net_connect(const char *host, int port, int timeout_ms, int *fd_out)
     return rc;
 }
 
-int tide__net_accept(int lfd, int timeout_ms, int *fd_out)
+int tide__net_accept(int lfd, int timeout_ms, int cancel_fd, int *fd_out)
 {
     uint64_t deadline = timeout_ms < 0 ? 0 : tide__now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    TIDE_CHECK(wait_fd(lfd, POLLIN, deadline));
+    TIDE_CHECK(wait_fd(lfd, POLLIN, deadline, cancel_fd));
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) return tide__errno_to_status(errno);
     int one = 1;
@@ -145,7 +147,7 @@ int tide__net_accept(int lfd, int timeout_ms, int *fd_out)
     return TIDE_OK;
 }
 
-int tide__net_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns)
+int tide__net_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns, int cancel_fd)
 {
     unsigned char *p = buf;
     while (len) {
@@ -158,12 +160,13 @@ int tide__net_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns)
         if (n == 0) return TIDE_EPEERLOST;
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return tide__errno_to_status(errno);
-        TIDE_CHECK(wait_fd(fd, POLLIN, deadline_ns));
+        TIDE_CHECK(wait_fd(fd, POLLIN, deadline_ns, cancel_fd));
     }
     return TIDE_OK;
 }
 
-int tide__net_write_full(int fd, const void *buf, size_t len, uint64_t deadline_ns)
+int tide__net_write_full(int fd, const void *buf, size_t len, uint64_t deadline_ns,
+                         int cancel_fd)
 {
     const unsigned char *p = buf;
     while (len) {
@@ -175,7 +178,7 @@ int tide__net_write_full(int fd, const void *buf, size_t len, uint64_t deadline_
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return tide__errno_to_status(errno);
-        TIDE_CHECK(wait_fd(fd, POLLOUT, deadline_ns));
+        TIDE_CHECK(wait_fd(fd, POLLOUT, deadline_ns, cancel_fd));
     }
     return TIDE_OK;
 }
@@ -190,8 +193,8 @@ int tide__msg_send(int fd, const json_t *msg, uint64_t deadline_ns)
         return TIDE_EINVAL;
     }
     uint32_t be = htonl((uint32_t)len);
-    int rc = tide__net_write_full(fd, &be, 4, deadline_ns);
-    if (rc == TIDE_OK) rc = tide__net_write_full(fd, body, len, deadline_ns);
+    int rc = tide__net_write_full(fd, &be, 4, deadline_ns, -1);
+    if (rc == TIDE_OK) rc = tide__net_write_full(fd, body, len, deadline_ns, -1);
     free(body);
     return rc;
 }
@@ -199,7 +202,7 @@ int tide__msg_send(int fd, const json_t *msg, uint64_t deadline_ns)
 int tide__msg_recv(int fd, size_t max, uint64_t deadline_ns, json_t **msg_out)
 {
     uint32_t be;
-    TIDE_CHECK(tide__net_read_full(fd, &be, 4, deadline_ns));
+    TIDE_CHECK(tide__net_read_full(fd, &be, 4, deadline_ns, -1));
     size_t len = ntohl(be);
     if (max > TIDE__MSG_MAX) max = TIDE__MSG_MAX;
     if (len == 0 || len > max) {
@@ -208,7 +211,7 @@ int tide__msg_recv(int fd, size_t max, uint64_t deadline_ns, json_t **msg_out)
     }
     char *body = malloc(len);
     if (!body) return TIDE_ENOMEM;
-    int rc = tide__net_read_full(fd, body, len, deadline_ns);
+    int rc = tide__net_read_full(fd, body, len, deadline_ns, -1);
     if (rc != TIDE_OK) {
         free(body);
         return rc;

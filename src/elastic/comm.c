@@ -2,9 +2,11 @@
  * opens the control connection, registers with the coordinator, and builds the
  * first generation's group (generation.c); tide_finalize tells the coordinator
  * how this member ends and frees everything. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +34,11 @@ static tide_comm_t *comm_alloc(void)
     tide_comm_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->ctrl_fd = c->listen_fd = -1;
+    c->setup_cancel_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->setup_cancel_fd < 0) {
+        free(c);
+        return NULL;
+    }
     c->forming_gen = c->aborted_gen = -1;
     c->completed = -1;
     c->root_step = -1;
@@ -49,6 +56,7 @@ static void comm_free(tide_comm_t *c)
     c->ctl = NULL;
     tide__group_destroy(c->group);
     if (c->listen_fd >= 0) close(c->listen_fd);
+    close(c->setup_cancel_fd);
     tide__state_free(c);
     free(c->steps);
     pthread_mutex_destroy(&c->mu);
@@ -205,12 +213,20 @@ void tide__comm_abort_gen(tide_comm_t *c, int64_t gen, int code)
     if (c->group && (gen < 0 || (int64_t)c->group->generation == gen)) {
         tide__group_abort(c->group, code);
     }
-    if (c->forming_gen >= 0 && (gen < 0 || c->forming_gen == gen) && !c->listen_interrupted &&
-        c->listen_fd >= 0) {
-        /* Wakes an accept in the transport's setup; the listener is replaced
-         * once the setup has returned. */
-        shutdown(c->listen_fd, SHUT_RDWR);
-        c->listen_interrupted = 1;
+    if (c->forming_gen >= 0 && (gen < 0 || c->forming_gen == gen)) {
+        /* Wakes every wait of the transport's setup: connects and handshakes
+         * with a peer that may be frozen, and the accept. */
+        uint64_t one = 1;
+        if (write(c->setup_cancel_fd, &one, sizeof one) < 0)
+            TIDE_WARN("cannot cancel the setup of generation %lld: %s", (long long)c->forming_gen,
+                      strerror(errno));
+        if (!c->listen_interrupted && c->listen_fd >= 0) {
+            /* The accept side also sees its listener shut down; it is replaced
+             * once the setup has returned, so that no connection of the aborted
+             * generation lingers in its backlog. */
+            shutdown(c->listen_fd, SHUT_RDWR);
+            c->listen_interrupted = 1;
+        }
     }
     pthread_mutex_unlock(&c->gmu);
 }

@@ -65,6 +65,11 @@ struct tide_comm {
     int64_t forming_gen;  /* the generation whose transport is being built, or -1 */
     int64_t aborted_gen;  /* the highest generation the coordinator aborted */
     int listen_interrupted; /* the control thread shut the listener down */
+    /* An eventfd the control thread writes when it aborts the generation being
+     * formed: the transport's setup watches it in every wait (connect, accept,
+     * handshake), so a peer frozen after the member table went out costs the
+     * coordinator's detection, not the setup timeout. Reset before each setup. */
+    int setup_cancel_fd;
     struct tide__ctl *ctl;  /* NULL in a job of one */
     int elastic;
     int transport_choice;   /* enum tide__transport_choice */

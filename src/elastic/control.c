@@ -171,9 +171,9 @@ int tide__membership_parse(const json_t *msg, const char *my_id, tide__membershi
 static int dial(tide__ctl_t *ctl, int timeout_ms, int *fd_out, char *local, size_t local_len)
 {
     int fd;
-    TIDE_CHECK(tide__net_connect(ctl->host, ctl->port, timeout_ms, &fd));
+    TIDE_CHECK(tide__net_connect(ctl->host, ctl->port, timeout_ms, -1, &fd));
     int rc = tide__auth_connect(fd, &ctl->secret, TIDE__CONN_CONTROL, 0,
-                                (uint32_t)(ctl->rank_hint < 0 ? 0 : ctl->rank_hint), timeout_ms);
+                                (uint32_t)(ctl->rank_hint < 0 ? 0 : ctl->rank_hint), timeout_ms, -1);
     if (rc != TIDE_OK) {
         close(fd);
         return rc;

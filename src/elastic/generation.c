@@ -9,6 +9,7 @@
  * setup that could not finish (a peer died while the group formed); then a new
  * one is opened and its port reported with the next ready. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,15 @@ static void replace_listener(tide_comm_t *c)
     c->listen_interrupted = 0;
 }
 
+/* Empties the setup's cancel eventfd (non-blocking: nothing to read is fine).
+ * Called with gmu held. */
+static void reset_cancel(tide_comm_t *c)
+{
+    uint64_t n;
+    if (read(c->setup_cancel_fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        TIDE_WARN("cannot reset the setup's cancel descriptor: %s", strerror(errno));
+}
+
 static int listen_port(int fd)
 {
     struct sockaddr_storage ss;
@@ -84,10 +94,12 @@ static int build(tide_comm_t *c, tide__membership_t *m)
         return TIDE_EABORTED;
     }
     c->forming_gen = gen;
+    reset_cancel(c);
     pthread_mutex_unlock(&c->gmu);
 
     /* Setup waits for peers at most this long; a frozen peer is caught by the
-     * coordinator long before, and its abort interrupts the accept side. */
+     * coordinator long before, and its abort cancels the setup's waits (the
+     * eventfd setup_cancel_fd; the listener's shutdown wakes the accept too). */
     int timeout = c->timeout_ms;
     if (c->gen_count > 0) {
         int hb, to;
@@ -95,8 +107,15 @@ static int build(tide_comm_t *c, tide__membership_t *m)
         if (timeout > 4 * to) timeout = 4 * to;
     }
     tide__transport_t *t = NULL;
-    tide__transport_setup_t setup = {rank, size, gen, m->members, &c->secret, c->job_id,
-                                     c->listen_fd, timeout};
+    tide__transport_setup_t setup = {.rank = rank,
+                                     .size = size,
+                                     .generation = gen,
+                                     .members = m->members,
+                                     .secret = &c->secret,
+                                     .job_id = c->job_id,
+                                     .listen_fd = c->listen_fd,
+                                     .timeout_ms = timeout,
+                                     .cancel_fd = c->setup_cancel_fd};
     int rc = TIDE_OK;
     if (size > 1) rc = use_shm ? tide__shm_create(&setup, &t) : tide__tcp_create(&setup, &t);
     tide__group_t *g = NULL;

@@ -322,11 +322,11 @@ static int scan_for_abort(tcp_transport_t *t, int fd, size_t skip)
     for (int frames = 0; frames < 4096; frames++) {
         while (skip) {
             size_t want = skip < sizeof sink ? skip : sizeof sink;
-            if (tide__net_read_full(fd, sink, want, deadline) != TIDE_OK) return TIDE_EPEERLOST;
+            if (tide__net_read_full(fd, sink, want, deadline, -1) != TIDE_OK) return TIDE_EPEERLOST;
             skip -= want;
         }
         frame_hdr_t h;
-        if (tide__net_read_full(fd, &h, sizeof h, deadline) != TIDE_OK || h.magic != FRAME_MAGIC)
+        if (tide__net_read_full(fd, &h, sizeof h, deadline, -1) != TIDE_OK || h.magic != FRAME_MAGIC)
             return TIDE_EPEERLOST;
         if (h.type == FRAME_ABORT) return h.code < 0 && h.code > -1000 ? h.code : TIDE_EABORTED;
         if (h.len > t->frame) return TIDE_EPEERLOST;
@@ -371,10 +371,10 @@ static void finish_frame(conn_t *c, const tx_t *x)
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     size_t h = sizeof x->hdr - x->hdr_off;
     int ok = tide__net_write_full(c->fd, (const unsigned char *)&x->hdr + x->hdr_off, h,
-                                  tide__now_ns() + 200000000ull) == TIDE_OK;
+                                  tide__now_ns() + 200000000ull, -1) == TIDE_OK;
     if (ok && x->frame_len > x->frame_off)
         ok = tide__net_write_full(c->fd, x->buf + x->off + x->frame_off, x->frame_len - x->frame_off,
-                                  tide__now_ns() + 200000000ull) == TIDE_OK;
+                                  tide__now_ns() + 200000000ull, -1) == TIDE_OK;
     if (ok) c->tx_mid = 0;
 }
 
@@ -570,15 +570,19 @@ int tide__tcp_create(const tide__transport_setup_t *s, tide__transport_t **out)
     for (int j = 0; j < s->rank && rc == TIDE_OK; j++) {
         for (int st = 0; st < k && rc == TIDE_OK; st++) {
             int fd;
-            rc = tide__net_connect(s->members[j].addr, s->members[j].data_port, s->timeout_ms, &fd);
+            rc = tide__net_connect(s->members[j].addr, s->members[j].data_port, s->timeout_ms,
+                                   s->cancel_fd, &fd);
             if (rc == TIDE_OK) {
                 rc = tide__auth_connect(fd, secret, TIDE__CONN_DATA, s->generation,
-                                        stream_claim(s->rank, st, k), s->timeout_ms);
+                                        stream_claim(s->rank, st, k), s->timeout_ms, s->cancel_fd);
                 if (rc != TIDE_OK) close(fd);
                 else conn_of(t, j, st)->fd = fd;
             }
         }
-        if (rc != TIDE_OK)
+        if (rc == TIDE_EABORTED)
+            TIDE_INFO("setup of generation %u cancelled while connecting to rank %d",
+                      s->generation, j);
+        else if (rc != TIDE_OK)
             TIDE_ERROR("cannot connect to rank %d at %s:%d: %s", j, s->members[j].addr,
                        s->members[j].data_port, tide_strerror(rc));
     }
@@ -592,10 +596,16 @@ int tide__tcp_create(const tide__transport_setup_t *s, tide__transport_t **out)
             break;
         }
         int fd;
-        rc = tide__net_accept(s->listen_fd, (int)((deadline - now) / 1000000ull) + 1, &fd);
+        rc = tide__net_accept(s->listen_fd, (int)((deadline - now) / 1000000ull) + 1, s->cancel_fd,
+                              &fd);
         if (rc != TIDE_OK) break;
         tide__peer_claim_t claim;
-        int arc = tide__auth_accept(fd, secret, s->generation, s->timeout_ms, &claim);
+        int arc = tide__auth_accept(fd, secret, s->generation, s->timeout_ms, s->cancel_fd, &claim);
+        if (arc == TIDE_EABORTED) {
+            close(fd);
+            rc = arc;
+            break;
+        }
         int peer = (int)(claim.rank & 0xffff), st = (int)(claim.rank >> 16 & 0xff),
             theirs = (int)(claim.rank >> 24);
         if (arc == TIDE_OK && claim.kind == TIDE__CONN_DATA && theirs >= 1 && theirs != k) {

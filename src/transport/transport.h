@@ -89,6 +89,10 @@ typedef struct {
     const char *job_id;
     int listen_fd; /* tcp: this rank's data listener, already bound */
     int timeout_ms;
+    /* tcp: -1, or a descriptor that becomes readable when this setup is to give
+     * up (the generation was aborted): every connect, accept and handshake wait
+     * also watches it and ends with TIDE_EABORTED (core/net.h). */
+    int cancel_fd;
 } tide__transport_setup_t;
 
 /* tcp.c, shm.c. Each returns a transport owned by the caller (ops->destroy). */

@@ -786,7 +786,7 @@ static const tide__secret_t *stale_secret;
 
 static void *stale_main(void *arg)
 {
-    stale_rc = tide__auth_connect(stale_fd, stale_secret, TIDE__CONN_DATA, 0, 3, 20000);
+    stale_rc = tide__auth_connect(stale_fd, stale_secret, TIDE__CONN_DATA, 0, 3, 20000, -1);
     return NULL;
 }
 
@@ -807,7 +807,7 @@ static void scenario_garbage(void)
     tide__secret_t sec;
     tide__secret_from_hex(secret_hex, &sec);
     int fd = dial(coord_port);
-    if (fd >= 0 && tide__auth_connect(fd, &sec, TIDE__CONN_CONTROL, 0, 0, 2000) == 0) {
+    if (fd >= 0 && tide__auth_connect(fd, &sec, TIDE__CONN_CONTROL, 0, 0, 2000, -1) == 0) {
         unsigned char frame[16] = {0, 0, 0, 8, '{', '"', 't', 'y', 'p', 'e', '"', ':'};
         ssize_t w = send(fd, frame, 12, MSG_NOSIGNAL);
         (void)w;
