@@ -9,17 +9,19 @@
 # exactly those two events with 0 lost steps, and the world size must have gone
 # 4 -> 3 -> 4: the join got in before training ended.
 #
-# Which undisturbed run: the 4-worker one, or the 3-worker one. Runs of this job
-# that differ only in summation order do not spread out smoothly; they fall into
-# a few basins. Measured (seed 1, lr 0.05, 360 steps, 10 runs of this schedule,
-# leave at steps 135-152, join 7-11 steps later): 8 ended within 4.5e-7 of the
-# undisturbed 4-worker run, 2 within 7.7e-7 of the undisturbed 3-worker run, and
-# those two undisturbed runs are 2.4e-2 apart (the 2-worker run 2.4e-1), so the
-# outcome is one basin or the other, decided by rounding somewhere in the
-# history. A broken runtime (a step lost or applied twice, a state transfer that
-# misses the momentum) moves the parameters by lr x gradient, 1e-3 and more, away
-# from both. The undisturbed 3-worker run is the reference for the other basin
-# because 3 is the only other world size the schedule passes through.
+# Which undisturbed run: the 4-, 3- or 2-worker one (the sizes --min 2 and
+# --max 4 allow). Runs of this job that differ only in summation order do not
+# spread out smoothly; they fall into a few basins, and each basin seen so far
+# holds one of those undisturbed runs. Measured (seed 1, 360 steps): the
+# undisturbed 4- and 3-worker runs are 2.4e-2 apart, the 2-worker run 2.4e-1 from
+# both; of 10 runs of this schedule on a quiet machine (leave at steps 135-152,
+# join 7-11 steps later) 8 ended within 4.5e-7 of the 4-worker run and 2 within
+# 7.7e-7 of the 3-worker run; under load, where the events land near step 15, 6
+# runs ended 2 in each basin (within 6.4e-7). Which basin is decided by rounding
+# somewhere in the history. A broken runtime moves the parameters by lr x
+# gradient, away from all three: one step short is 2.8e-2, 2.8e-2 and 2.4e-1 from
+# them, one step too many 2.2e-2 and more, --momentum 0.8999 for 0.9 0.33 and
+# more. So the test passes when the run is within 1e-5 of any of them.
 #
 # Why only 360 steps: the basins multiply with the length of the run (at 1500
 # steps and lr 0.001 even undisturbed runs of 2, 3 and 4 workers are 3e-3..1e-2
@@ -29,10 +31,9 @@
 # every 100 ms (they carry the steps that start the chaos clock); the leave lands
 # near step 140 and the join about 10 steps later. P6_STEPS, P6_LR, P6_T1 and
 # P6_T2 (the preempt and join times) are knobs for exploring this. Checked by
-# hand: the same schedule ending one step short (359 steps) is 2.8e-2 from both
-# references, with --momentum 0.8999 for 0.9 it is 0.33, with seed 2 0.1 (all
-# refused); with a "kill" in place of the preemption the report shows the kill.
-# Skips (exit 77) without the dataset.
+# hand besides the figures above: seed 2 is 0.1 away (refused); with a "kill" in
+# place of the preemption the report shows the kill. Skips (exit 77) without the
+# dataset.
 set -u
 trainer=$1 tide=$2 pdiff=$3
 data=${FMNIST_DATA:-/usr/share/datasets/fashion-mnist}
@@ -58,14 +59,16 @@ elastic=(run -n 4 --min 2 --max 4)
 "$tide" "${elastic[@]}" --report "$dir/plain.json" -- \
   "$trainer" "${args[@]}" --save-params "$dir/plain.bin" > "$dir/plain.out" 2>&1 ||
   { echo "FAIL: undisturbed run: exit $?"; cat "$dir/plain.out"; exit 1; }
-"$tide" run -n 3 -- "$trainer" "${args[@]}" --save-params "$dir/plain3.bin" > "$dir/plain3.out" 2>&1 ||
-  { echo "FAIL: undisturbed 3-worker run: exit $?"; cat "$dir/plain3.out"; exit 1; }
+for n in 3 2; do
+  "$tide" run -n $n -- "$trainer" "${args[@]}" --save-params "$dir/plain$n.bin" > "$dir/plain$n.out" 2>&1 ||
+    { echo "FAIL: undisturbed $n-worker run: exit $?"; cat "$dir/plain$n.out"; exit 1; }
+done
 "$tide" "${elastic[@]}" --chaos "$dir/chaos.jsonl" --report "$dir/planned.json" -- \
   "$trainer" "${args[@]}" --save-params "$dir/planned.bin" > "$dir/planned.out" 2>&1 ||
   { echo "FAIL: planned run: exit $?"; cat "$dir/planned.out"; exit 1; }
 cat "$dir/planned.out"
 failed=0
-for run in plain plain3 planned; do
+for run in plain plain3 plain2 planned; do
   grep -q "\"final\":true,.*\"step\":$steps," "$dir/$run.out" ||
     { echo "FAIL: the $run run did not end at step $steps"; failed=1; }
 done
@@ -81,16 +84,15 @@ echo "report events: $(tr '\n' ';' <<<"$events") world sizes: $sizes"
   { echo "FAIL: want world sizes 4 3 4 (the leave and the join inside the training)"; failed=1; }
 grep -q '"events":\[\]' <(tr -d ' \n' < "$dir/plain.json") ||
   { echo "FAIL: the undisturbed run has events"; failed=1; }
-echo "against the undisturbed 4-worker run:"
-if "$pdiff" "$dir/plain.bin" "$dir/planned.bin"; then
-  echo "ok   the parameters are the undisturbed 4-worker run's"
+basin=
+for ref in plain:4 plain3:3 plain2:2; do
+  echo "against the undisturbed ${ref#*:}-worker run:"
+  if "$pdiff" "$dir/${ref%:*}.bin" "$dir/planned.bin"; then basin=${ref#*:}; break; fi
+done
+if [ -n "$basin" ]; then
+  echo "ok   the parameters are those of the undisturbed $basin-worker run's basin"
 else
-  echo "against the undisturbed 3-worker run (the other basin):"
-  if "$pdiff" "$dir/plain3.bin" "$dir/planned.bin"; then
-    echo "ok   the parameters are the undisturbed 3-worker run's"
-  else
-    echo "FAIL: the parameters are neither undisturbed run's"; failed=1
-  fi
+  echo "FAIL: the parameters are in no undisturbed run's basin"; failed=1
 fi
 # The reader refuses what is not a whole parameter file, naming it (exit 2).
 head -c 100000 "$dir/plain.bin" > "$dir/short.bin"
