@@ -10,6 +10,8 @@ rounds=${ROUNDS:-5}
 out=$here/bench/results/$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 tide=$here/$build/tide
+[ -x "$tide" ] || { echo "bench/run-all.sh: $tide is missing (make build first)" >&2; exit 2; }
+# (the Gloo peer installs Debian's python3-torch itself when it is missing: run-peer)
 run() { # name ranks transport peer
   local name=$1 ranks=$2 transport=$3 peer=$4
   echo "== $name: $ranks ranks, $transport, vs $peer ($rounds rounds)"

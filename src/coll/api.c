@@ -146,7 +146,7 @@ static void *engine_main(void *arg)
         if (!comm->head) break;
         tide_request_t *r = comm->head;
         pthread_mutex_unlock(&comm->mu);
-        int rc = tide__group_run(comm->group, &r->call);
+        int rc = tide__group_run(r->group, &r->call);
         pthread_mutex_lock(&comm->mu);
         comm->head = r->next;
         if (!comm->head) comm->tail = NULL;
@@ -164,6 +164,7 @@ int tide__comm_submit(tide_comm_t *comm, const tide__call_t *call, tide_request_
     tide_request_t *r = calloc(1, sizeof *r);
     if (!r) return TIDE_ENOMEM;
     r->comm = comm;
+    r->group = comm->group;
     r->call = *call;
     pthread_mutex_lock(&comm->mu);
     if (!comm->engine_started) {

@@ -26,6 +26,11 @@ struct tide__membership;
 
 struct tide_request {
     tide_comm_t *comm;
+    /* The group the request was started on, taken by the application thread;
+     * the engine thread runs it there and never reads comm->group. The group
+     * outlives the request: a re-formation (tide__gen_release) first waits until
+     * no request is queued. */
+    tide__group_t *group;
     tide__call_t call;
     int done;
     int rc;
