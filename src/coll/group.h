@@ -27,6 +27,7 @@ typedef struct {
     size_t shm_chunk_min;   /* reduce-scatter/allgather chunk floor ... */
     size_t shm_chunk_max;   /* ... and ceiling, when ranks fit the cores */
     int forced_algo;        /* TIDE_ALGO: 0 auto, else enum tide__algo */
+    size_t ring_block;      /* ring allreduce: bytes per rank per segment (0: one segment) */
 } tide__tuning_t;
 
 enum tide__algo {

@@ -21,6 +21,8 @@ int tide__tuning_load(tide__tuning_t *t)
     t->tcp_bcast_small = (size_t)v;
     TIDE_CHECK(tide__env_int("TIDE_TCP_CHAIN_SEG", 512 * 1024, 4096, 64 << 20, &v));
     t->tcp_chain_seg = (size_t)v;
+    TIDE_CHECK(tide__env_int("TIDE_RING_BLOCK", 256 * 1024, 0, 1 << 30, &v));
+    t->ring_block = (size_t)v;
     TIDE_CHECK(tide__env_int("TIDE_SHM_FLAT_MAX", 64 * 1024, 0, 1 << 30, &v));
     t->shm_flat_max = (size_t)v;
     TIDE_CHECK(tide__env_int("TIDE_SHM_CHUNK_MIN", 256 * 1024, 4096, 1 << 30, &v));
