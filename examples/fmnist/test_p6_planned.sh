@@ -82,6 +82,11 @@ echo "report events: $(tr '\n' ';' <<<"$events") world sizes: $sizes"
   { echo "FAIL: want exactly a preempt and a join, each with lost_steps 0"; failed=1; }
 [ "$sizes" = "4 3 4 " ] ||
   { echo "FAIL: want world sizes 4 3 4 (the leave and the join inside the training)"; failed=1; }
+# Every step the group completed is in the report, across the re-formations
+# (rank 0 reports in batches; a batch pending at a step boundary goes out).
+rsteps() { tr -d ' \n' < "$1" | grep -o '"steps":[0-9]*' | cut -d: -f2; }
+[ "$(rsteps "$dir/planned.json")" = "$(rsteps "$dir/plain.json")" ] ||
+  { echo "FAIL: the report counts $(rsteps "$dir/planned.json") steps, the undisturbed run's $(rsteps "$dir/plain.json")"; failed=1; }
 grep -q '"events":\[\]' <(tr -d ' \n' < "$dir/plain.json") ||
   { echo "FAIL: the undisturbed run has events"; failed=1; }
 basin=

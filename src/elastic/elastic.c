@@ -148,10 +148,18 @@ int tide_step_begin(tide_comm_t *comm)
             st = tide__state_sync(comm);
             if (st == TIDE_OK) {
                 comm->need_sync = 0;
-                comm->rep_from = comm->completed;
                 comm->prev_end_ns = 0;
-                comm->rep_samples = 0;
-                comm->rep_seconds = 0;
+                /* Steps rank 0 completed but had not yet reported (reports go
+                 * out every 20 ms) are still reported when it is rank 0 again
+                 * and the sync did not roll them back; any other member drops
+                 * what it holds, since a later rank 0 must not report steps
+                 * another rank 0 reported. (Those a killed rank 0 held are
+                 * lost with it: 20 ms of steps at most.) */
+                if (comm->rank != 0 || comm->rep_from < 0 || comm->rep_from > comm->completed) {
+                    comm->rep_from = comm->rank == 0 ? comm->completed : -1;
+                    comm->rep_samples = 0;
+                    comm->rep_seconds = 0;
+                }
                 if (comm->ctl)
                     tide__ctl_send(comm->ctl, json_pack("{s:s, s:I, s:I}", "type", "running",
                                                         "generation", (json_int_t)comm->generation,
@@ -175,6 +183,20 @@ int tide_step_begin(tide_comm_t *comm)
     }
 }
 
+/* Sends rank 0's account of the steps [rep_from, completed), if any. */
+static void flush_steps(tide_comm_t *c)
+{
+    if (c->rep_from < 0 || c->rep_from >= c->completed) return;
+    tide__ctl_send(c->ctl, json_pack("{s:s, s:I, s:I, s:I, s:f}", "type", "step", "from",
+                                     (json_int_t)c->rep_from, "to", (json_int_t)c->completed,
+                                     "samples", (json_int_t)c->rep_samples, "seconds",
+                                     c->rep_seconds));
+    c->rep_sent_ns = tide__now_ns();
+    c->rep_from = c->completed;
+    c->rep_samples = 0;
+    c->rep_seconds = 0;
+}
+
 /* Rank 0 tells the coordinator which steps the group completed, their samples
  * (from the registered sampler) and time: at most one message per 20 ms. */
 static void report_step(tide_comm_t *c, int last)
@@ -185,14 +207,7 @@ static void report_step(tide_comm_t *c, int last)
     c->rep_seconds += (double)(now - c->step_t0) / 1e9;
     if (c->rep_from < 0 || c->rep_from >= c->completed) c->rep_from = c->completed - 1;
     if (!last && now - c->rep_sent_ns < 20000000ull && c->completed - c->rep_from < 1000) return;
-    tide__ctl_send(c->ctl, json_pack("{s:s, s:I, s:I, s:I, s:f}", "type", "step", "from",
-                                     (json_int_t)c->rep_from, "to", (json_int_t)c->completed,
-                                     "samples", (json_int_t)c->rep_samples, "seconds",
-                                     c->rep_seconds));
-    c->rep_sent_ns = now;
-    c->rep_from = c->completed;
-    c->rep_samples = 0;
-    c->rep_seconds = 0;
+    flush_steps(c);
 }
 
 int tide_step_end(tide_comm_t *comm, int flags)
@@ -218,6 +233,8 @@ int tide_step_end(tide_comm_t *comm, int flags)
     if (w[WORD_NOTICE] || w[WORD_JOIN]) {
         comm->reform_pending = 1;
         comm->leave_pending = mine;
+        /* Rank 0 may be the one leaving: its unreported steps go out now. */
+        if (comm->ctl && comm->rank == 0) flush_steps(comm);
     }
     return TIDE_OK;
 }
