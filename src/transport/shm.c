@@ -282,8 +282,7 @@ int tide__shm_create(const tide__transport_setup_t *setup, tide__transport_t **o
     s->win.transport = &s->base;
 
     /* Oversubscribed hosts must not spin: the rank we wait for needs this core. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int over = setup->size > cpus;
+    int over = tide__setup_oversubscribed(setup); /* every rank is on this host */
     s->win.oversubscribed = over;
     int64_t v;
     int rc = tide__env_int("TIDE_SHM_SPIN_US", over ? 2 : 50000, 0, 10000000, &v);

@@ -565,12 +565,8 @@ int tide__tcp_create(const tide__transport_setup_t *s, tide__transport_t **out)
     if (rc == TIDE_OK) rc = tide__env_int("TIDE_TCP_SOCKBUF", 4 << 20, 0, 1 << 30, &sockbuf);
     if (rc == TIDE_OK) rc = tide__env_int("TIDE_TCP_POLL_MS", 100, 1, 10000, &v);
     t->poll_ms = (int)v;
-    /* Spinning pays only while this host's ranks have a core each. */
-    int local = 0;
-    for (int j = 0; j < s->size; j++)
-        local += !strcmp(s->members[j].host_id, s->members[s->rank].host_id);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (rc == TIDE_OK) rc = tide__env_int("TIDE_TCP_SPIN_US", local <= cpus ? 50 : 0, 0, 1000000, &v);
+    if (rc == TIDE_OK)
+        rc = tide__env_int("TIDE_TCP_SPIN_US", tide__setup_oversubscribed(s) ? 0 : 50, 0, 1000000, &v);
     t->spin_ns = (uint64_t)v * 1000u;
     if (rc == TIDE_OK) rc = choose_streams(s, &v);
     t->streams = rc == TIDE_OK ? (int)v : 1;

@@ -95,6 +95,10 @@ typedef struct {
     int cancel_fd;
 } tide__transport_setup_t;
 
+/* setup.c: whether this rank's host runs more of the setup's ranks than it has
+ * cores. Waits must then not spin: the awaited rank needs the core. */
+int tide__setup_oversubscribed(const tide__transport_setup_t *setup);
+
 /* tcp.c, shm.c. Each returns a transport owned by the caller (ops->destroy). */
 int tide__tcp_create(const tide__transport_setup_t *setup, tide__transport_t **out);
 int tide__shm_create(const tide__transport_setup_t *setup, tide__transport_t **out);
