@@ -24,16 +24,14 @@
 #                (first rank to log each), minus the median interval between
 #                consecutive steps within a generation. It is what the group lost.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$here/$build ;; esac
+. "$(dirname "$0")/lib.sh"
+here=$bench_root
+build=$(bench_build_dir "${1:-}")
 tide=$build/tide
 fmnist=$build/examples/fmnist/fmnist-train
 worker=$build/tests/fault/elastic_worker
-for b in "$tide" "$fmnist" "$worker"; do
-  [ -x "$b" ] || { echo "bench/elastic.sh: $b is missing (build first)" >&2; exit 2; }
-done
-command -v jq >/dev/null || { echo "bench/elastic.sh: needs jq (scripts/install-deps.sh)" >&2; exit 2; }
+bench_require "$tide" "$fmnist" "$worker"
+bench_require_cmd jq
 
 cycles=${CYCLES:-5}
 runs=${RUNS:-1}

@@ -15,15 +15,13 @@
 # median undisturbed one. The planned-only half of P6 (parameters equal within
 # float tolerance) is a test: examples/fmnist/test_p6_planned.sh.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$here/$build ;; esac
+. "$(dirname "$0")/lib.sh"
+here=$bench_root
+build=$(bench_build_dir "${1:-}")
 tide=$build/tide
 trainer=$build/examples/fmnist/fmnist-train
-for b in "$tide" "$trainer"; do
-  [ -x "$b" ] || { echo "bench/p6-accuracy.sh: $b is missing (build first)" >&2; exit 2; }
-done
-command -v jq >/dev/null || { echo "bench/p6-accuracy.sh: needs jq (scripts/install-deps.sh)" >&2; exit 2; }
+bench_require "$tide" "$trainer"
+bench_require_cmd jq
 runs=${RUNS:-3}
 epochs=${EPOCHS:-20}
 seed=${SEED:-1}

@@ -3,14 +3,15 @@
 # (../shared/peers/compare-allreduce), for every target the foundation issue names,
 # and writes the tables to bench/results/<date>/. Usage: bench/run-all.sh [BUILD]
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
+. "$(dirname "$0")/lib.sh"
+here=$bench_root
+build=$(bench_build_dir "${1:-}")
 peers=${TIDE_PEERS:-$here/../shared/peers}
 rounds=${ROUNDS:-5}
 out=$here/bench/results/$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
-tide=$here/$build/tide
-[ -x "$tide" ] || { echo "bench/run-all.sh: $tide is missing (make build first)" >&2; exit 2; }
+tide=$build/tide
+bench_require "$tide"
 # (the Gloo peer installs Debian's python3-torch itself when it is missing: run-peer)
 run() { # name ranks transport peer
   local name=$1 ranks=$2 transport=$3 peer=$4

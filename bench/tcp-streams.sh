@@ -12,10 +12,12 @@
 #
 #   bench/tcp-streams.sh [BUILD] [CAP]
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
+. "$(dirname "$0")/lib.sh"
+here=$bench_root
+build=$(bench_build_dir "${1:-}")
 cap=${2:-1gbit}
-tide=$here/$build/tide
+tide=$build/tide
+bench_require "$tide"
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
 p=ts$$
 net=10.215.$(($$ % 250 + 1))
