@@ -123,17 +123,23 @@ static void expect_cancelled(int rc, double ms, const char *where)
     assert_true(ms <= CANCEL_MS + SLACK_MS);
 }
 
+/* The setup of rank, cancelled after CANCEL_MS, must end at once. */
+static void expect_setup_cancelled(int rank, const char *where)
+{
+    world_t w;
+    world_init(&w);
+    double ms;
+    int rc = run_setup(&w, rank, CANCEL_MS, TIMEOUT_MS, &ms);
+    expect_cancelled(rc, ms, where);
+    world_free(&w);
+}
+
 /* Rank 1 connects to rank 0, whose listener completes the connection in its
  * backlog and never says hello. */
 static void test_connect_to_frozen_peer(void **state)
 {
     (void)state;
-    world_t w;
-    world_init(&w);
-    double ms;
-    int rc = run_setup(&w, 1, CANCEL_MS, TIMEOUT_MS, &ms);
-    expect_cancelled(rc, ms, "connect to a frozen peer");
-    world_free(&w);
+    expect_setup_cancelled(1, "connect to a frozen peer");
 }
 
 /* The control: without a cancel descriptor the same setup waits out its timeout. */
@@ -155,12 +161,7 @@ static void test_connect_without_cancel_waits(void **state)
 static void test_accept_from_absent_peer(void **state)
 {
     (void)state;
-    world_t w;
-    world_init(&w);
-    double ms;
-    int rc = run_setup(&w, 0, CANCEL_MS, TIMEOUT_MS, &ms);
-    expect_cancelled(rc, ms, "accept from an absent peer");
-    world_free(&w);
+    expect_setup_cancelled(0, "accept from an absent peer");
 }
 
 /* Rank 0 accepts a connection from "rank 1" that then never sends its claim. */
